@@ -1,0 +1,259 @@
+"""Frozen records passed between the store and the node (pure; no database code)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from easyjob.core.states import Misfire, NodeStatus, Overlap, RunStatus, TaskStatus, Trigger
+from easyjob.errors import TaskDefinitionError
+
+__all__ = [
+    "Candidate",
+    "HeldRun",
+    "HistoryRow",
+    "NodeRow",
+    "PlannedFire",
+    "Advance",
+    "Run",
+    "TaskRow",
+    "TaskSpec",
+]
+
+_MAX_NAME = 255
+
+
+def _ms(value: timedelta | None) -> int | None:
+    return None if value is None else round(value.total_seconds() * 1000)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A task as the code declares it; upserted into ``easy_job_task`` by name."""
+
+    name: str
+    func: str
+    cron: str | None = None
+    tz: str = "UTC"
+    parent: str | None = None
+    misfire: Misfire = Misfire.FIRE_ONCE
+    misfire_grace: timedelta = timedelta(seconds=60)
+    overlap: Overlap = Overlap.SERIAL
+    retries: int = 0
+    retry_delay: timedelta = timedelta(seconds=1)
+    timeout: timedelta | None = None
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        from easyjob.core.cron import CronSchedule, parse_tz
+
+        what = f"task {self.name!r}"
+        if not isinstance(self.name, str) or not self.name or len(self.name) > _MAX_NAME:
+            raise TaskDefinitionError(f"invalid task name {self.name!r}: 1-{_MAX_NAME} characters")
+        if not isinstance(self.func, str) or not self.func:
+            raise TaskDefinitionError(f"{what}: invalid function path {self.func!r}")
+        if self.cron is None:
+            parse_tz(self.tz)
+            if self.parent is None:
+                raise TaskDefinitionError(f"{what}: needs a cron expression or a parent")
+        else:
+            CronSchedule.parse(self.cron, self.tz)
+        object.__setattr__(self, "misfire", _enum(Misfire, self.misfire, what, "misfire"))
+        object.__setattr__(self, "overlap", _enum(Overlap, self.overlap, what, "overlap"))
+        if not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0:
+            raise TaskDefinitionError(f"{what}: retries must be an integer >= 0, got {self.retries!r}")
+        for name in ("misfire_grace", "retry_delay", "timeout"):
+            value = getattr(self, name)
+            if value is None and name == "timeout":
+                continue
+            if not isinstance(value, timedelta) or value < timedelta(0):
+                raise TaskDefinitionError(f"{what}: {name} must be a timedelta >= 0, got {value!r}")
+        if self.timeout is not None and self.timeout <= timedelta(0):
+            raise TaskDefinitionError(f"{what}: timeout must be positive, got {self.timeout!r}")
+        try:
+            kwargs = json.loads(json.dumps(dict(self.kwargs), allow_nan=False))
+        except (TypeError, ValueError) as err:
+            raise TaskDefinitionError(f"{what}: kwargs must be JSON: {err}") from err
+        object.__setattr__(self, "kwargs", kwargs)
+
+    def columns(self) -> dict[str, Any]:
+        """The ``easy_job_task`` columns this definition sets (not ``pid``: resolved by name)."""
+        return {
+            "func": self.func,
+            "cron_expr": self.cron,
+            "tz": self.tz,
+            "misfire": str(self.misfire),
+            "misfire_grace_ms": _ms(self.misfire_grace),
+            "overlap": str(self.overlap),
+            "retries": self.retries,
+            "retry_delay_ms": _ms(self.retry_delay),
+            "timeout_ms": _ms(self.timeout),
+            "kwargs": dict(self.kwargs),
+        }
+
+
+def _enum(kind: type[Misfire] | type[Overlap], value: object, what: str, name: str) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in kind)
+        raise TaskDefinitionError(f"{what}: {name} must be one of {allowed}, got {value!r}") from None
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """A row of ``easy_job_task``."""
+
+    id: int
+    name: str
+    func: str
+    cron_expr: str | None
+    tz: str
+    pid: int | None
+    status: TaskStatus
+    next_start_time: datetime | None
+    version: int
+    node_id: str | None
+    misfire: Misfire
+    misfire_grace_ms: int
+    overlap: Overlap
+    retries: int
+    retry_delay_ms: int
+    timeout_ms: int | None
+    kwargs: dict[str, Any]
+    success_count: int
+    fail_count: int
+    create_time: datetime
+    update_time: datetime
+    seen_time: datetime
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> TaskRow:
+        values = dict(row)
+        values["status"] = TaskStatus(values["status"])
+        values["misfire"] = Misfire(values["misfire"])
+        values["overlap"] = Overlap(values["overlap"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class PlannedFire:
+    """A fire the loader computed from a task's schedule, to be written as a run row."""
+
+    fire_time: datetime
+    status: RunStatus = RunStatus.PENDING
+    error_msg: str | None = None
+
+
+@dataclass(frozen=True)
+class Advance:
+    """Move a task's ``next_start_time`` from the version read, writing its fires."""
+
+    task_id: int
+    version: int
+    next_start_time: datetime | None
+    fires: tuple[PlannedFire, ...]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A PENDING run as polled: what a claim needs, plus what strategies look at."""
+
+    id: int
+    task_id: int
+    version: int
+    fire_time: datetime
+    due_time: datetime
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run held by a node: everything a worker needs, and the version as fencing token."""
+
+    id: int
+    version: int
+    status: RunStatus
+    node_id: str
+    task_id: int
+    task_name: str
+    func: str
+    kwargs: dict[str, Any]
+    fire_time: datetime
+    due_time: datetime
+    attempt: int
+    triggered_by: Trigger
+    pid: int | None
+    overlap: Overlap
+    retries: int
+    retry_delay_ms: int
+    timeout_ms: int | None
+    misfire_grace_ms: int
+
+    def bumped(self, status: RunStatus) -> Run:
+        """This run after one accepted transition to *status*."""
+        return replace(self, status=status, version=self.version + 1)
+
+
+@dataclass(frozen=True)
+class HeldRun:
+    """A run held (CLAIMED or RUNNING) by a node that is judged dead."""
+
+    id: int
+    version: int
+    status: RunStatus
+    node_id: str
+    task_id: int
+    pid: int | None
+    fire_time: datetime
+    attempt: int
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """A row of ``easy_job_node`` plus its heartbeat age in database time."""
+
+    node_id: str
+    host: str
+    pid: int
+    weight: int
+    strategy: str
+    workers: int
+    status: NodeStatus
+    started_at: datetime
+    heartbeat_at: datetime
+    stopped_at: datetime | None
+    clock_offset_ms: int
+    claimed_count: int
+    completed_count: int
+    version: int
+    age: timedelta
+
+    @property
+    def age_s(self) -> float:
+        return self.age.total_seconds()
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """A row of ``easy_job_task_detail`` with its task's name."""
+
+    id: int
+    task_id: int
+    task_name: str
+    pid: int | None
+    fire_time: datetime
+    due_time: datetime
+    node_id: str | None
+    status: RunStatus
+    triggered_by: Trigger
+    attempt: int
+    claim_time: datetime | None
+    start_time: datetime | None
+    end_time: datetime | None
+    error_msg: str | None
+    version: int
+    create_time: datetime

@@ -1,0 +1,99 @@
+"""Status vocabularies and the state machine of a run (pure; no database code).
+
+A run is one attempt of one fire, a row of ``easy_job_task_detail``::
+
+    PENDING --claim--> CLAIMED --start--> RUNNING --finish--> SUCCESS
+       |                  |                  |---fail-----> FAILED
+       |                  |--release--> PENDING
+       |                  |--recover--> ABANDONED (+ a new PENDING attempt)
+       |                                     RUNNING --recover--> ABANDONED (+ new attempt)
+       |--misfire--> MISSED        PENDING/CLAIMED --overlap skip / parent failed--> SKIPPED
+
+Every arrow is one version-checked UPDATE: the version read by a node is its fencing token.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = [
+    "HELD",
+    "TERMINAL",
+    "RUN_TRANSITIONS",
+    "Misfire",
+    "NodeStatus",
+    "Overlap",
+    "RunStatus",
+    "TaskStatus",
+    "Trigger",
+]
+
+
+class TaskStatus(StrEnum):
+    ACTIVE = "ACTIVE"  # fires are made from its schedule
+    PAUSED = "PAUSED"  # kept, but no new fires are made or started
+    FINISHED = "FINISHED"  # its schedule will never fire again
+
+
+class RunStatus(StrEnum):
+    PENDING = "PENDING"  # claimable once due_time has come
+    CLAIMED = "CLAIMED"  # held by node_id, waiting for its exact start time
+    RUNNING = "RUNNING"  # the function is running on node_id
+    SUCCESS = "SUCCESS"
+    FAILED = "FAILED"
+    MISSED = "MISSED"  # not started within the misfire grace; never ran
+    SKIPPED = "SKIPPED"  # not run on purpose: overlap policy, or its parent failed
+    ABANDONED = "ABANDONED"  # its node was declared dead; a new attempt took over
+
+
+class Trigger(StrEnum):
+    CRON = "cron"
+    PARENT = "parent"
+    MANUAL = "manual"
+    RECOVERY = "recovery"
+    RETRY = "retry"
+
+
+class NodeStatus(StrEnum):
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+    DEAD = "DEAD"  # declared dead by a peer; it may come back and heartbeat again
+
+
+class Misfire(StrEnum):
+    FIRE_ONCE = "fire_once"
+    SKIP = "skip"
+    CATCH_UP = "catch_up"
+
+
+class Overlap(StrEnum):
+    SERIAL = "serial"
+    SKIP = "skip"
+    ALLOW = "allow"
+
+
+#: Runs that a node holds: recovered when that node dies.
+HELD = (RunStatus.CLAIMED, RunStatus.RUNNING)
+
+#: Runs that will never change again (and may be pruned).
+TERMINAL = (
+    RunStatus.SUCCESS,
+    RunStatus.FAILED,
+    RunStatus.MISSED,
+    RunStatus.SKIPPED,
+    RunStatus.ABANDONED,
+)
+
+#: The allowed transitions; the store's WHERE clauses enforce exactly these.
+RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.PENDING: frozenset(
+        {RunStatus.CLAIMED, RunStatus.MISSED, RunStatus.SKIPPED}
+    ),
+    RunStatus.CLAIMED: frozenset(
+        {RunStatus.RUNNING, RunStatus.PENDING, RunStatus.ABANDONED, RunStatus.SKIPPED,
+         RunStatus.MISSED}
+    ),
+    RunStatus.RUNNING: frozenset({RunStatus.SUCCESS, RunStatus.FAILED, RunStatus.ABANDONED}),
+    **{status: frozenset() for status in TERMINAL},
+}

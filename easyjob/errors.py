@@ -1,0 +1,84 @@
+"""The one exception tree of easyjob.
+
+::
+
+    EasyJobError
+    ├── ConfigError (ValueError)                 a bad value given by a user
+    │   ├── CronError                            invalid cron expression
+    │   ├── UnknownTimeZoneError (LookupError)   not an IANA time zone
+    │   ├── UnknownStrategyError (LookupError)   no such claim strategy
+    │   ├── TaskDefinitionError                  bad @scheduled arguments, parents, names
+    │   └── DatabaseURLError                     a URL SQLAlchemy cannot use
+    ├── DatabaseError                            the database cannot be used
+    │   ├── DatabaseUnavailableError (ConnectionError)
+    │   ├── SchemaMissingError (LookupError)     tables absent: run `easyjob init-db`
+    │   └── SchemaVersionError                   tables of another easyjob version
+    └── TaskNotFoundError (LookupError)          no task of that name
+
+Every error names the offending value with ``!r`` and chains its cause.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "CronError",
+    "DatabaseError",
+    "DatabaseURLError",
+    "DatabaseUnavailableError",
+    "EasyJobError",
+    "SchemaMissingError",
+    "SchemaVersionError",
+    "TaskDefinitionError",
+    "TaskNotFoundError",
+    "UnknownStrategyError",
+    "UnknownTimeZoneError",
+]
+
+
+class EasyJobError(Exception):
+    """Root of every error easyjob raises on purpose."""
+
+
+class ConfigError(EasyJobError, ValueError):
+    """A value given by the user (option, decorator argument, expression) is invalid."""
+
+
+class CronError(ConfigError):
+    """A cron expression is malformed or never fires."""
+
+
+class UnknownTimeZoneError(ConfigError, LookupError):
+    """A time zone name is not a known IANA zone."""
+
+
+class UnknownStrategyError(ConfigError, LookupError):
+    """A claim strategy name does not resolve to a strategy."""
+
+
+class TaskDefinitionError(ConfigError):
+    """A task definition is inconsistent: duplicate name, unknown or cyclic parent, bad policy."""
+
+
+class DatabaseURLError(ConfigError):
+    """A database URL cannot be parsed or names an unsupported backend."""
+
+
+class DatabaseError(EasyJobError):
+    """The database cannot be used as easyjob needs it."""
+
+
+class DatabaseUnavailableError(DatabaseError, ConnectionError):
+    """The database server cannot be reached."""
+
+
+class SchemaMissingError(DatabaseError, LookupError):
+    """The easyjob tables do not exist in the database."""
+
+
+class SchemaVersionError(DatabaseError):
+    """The easyjob tables were created by another schema version."""
+
+
+class TaskNotFoundError(EasyJobError, LookupError):
+    """No task with the given name is registered in the database."""

@@ -1,0 +1,152 @@
+"""One shared database: transactions with retries, the database clock, and schema upkeep."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from easyjob.errors import (
+    DatabaseUnavailableError,
+    SchemaMissingError,
+    SchemaVersionError,
+)
+from easyjob.store.engine import READONLY, create_engine, db_now, safe_url
+from easyjob.store.retry import RetryPolicy
+from easyjob.store.schema import SCHEMA_VERSION, meta_table, metadata
+
+__all__ = ["Database"]
+
+T = TypeVar("T")
+log = logging.getLogger("easyjob.store")
+
+
+class Database:
+    """An engine plus the way every store statement runs: one short transaction, retried
+    as a whole on transient errors (see :mod:`easyjob.store.retry`)."""
+
+    def __init__(self, engine: sa.Engine, *, retry: RetryPolicy | None = None) -> None:
+        self.engine = engine
+        self.retry = retry or RetryPolicy()
+        self.dialect = engine.dialect.name
+        #: UPDATE ... RETURNING (PostgreSQL, SQLite); MariaDB finds its winners another way.
+        self.update_returning = bool(engine.dialect.update_returning)
+
+    @classmethod
+    def open(cls, url: str, *, retry: RetryPolicy | None = None, **engine_options: Any) -> Database:
+        """Connect to *url*; raises DatabaseURLError or DatabaseUnavailableError."""
+        db = cls(create_engine(url, **engine_options), retry=retry)
+        try:
+            with db.engine.connect() as conn:
+                conn.execute(sa.select(1))
+        except sa_exc.DBAPIError as err:
+            db.dispose()
+            raise DatabaseUnavailableError(
+                f"cannot reach database {safe_url(url)!r}: {_first_line(err.orig or err)}"
+            ) from err
+        return db
+
+    @property
+    def url(self) -> str:
+        return safe_url(self.engine.url)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    def write(self, what: str, fn: Callable[[sa.Connection], T]) -> T:
+        """Run *fn* in one read-write transaction, retried on transient errors."""
+        return self.retry.retrying(what)(self._once, fn, {})
+
+    def read(self, what: str, fn: Callable[[sa.Connection], T]) -> T:
+        """Run *fn* in one read-only transaction, retried on transient errors."""
+        return self.retry.retrying(what)(self._once, fn, READONLY)
+
+    def _once(self, fn: Callable[[sa.Connection], T], options: Mapping[str, Any]) -> T:
+        with self.engine.connect() as conn:
+            if options:
+                conn = conn.execution_options(**options)
+            with conn.begin():
+                return fn(conn)
+
+    def now(self) -> Any:
+        """The database's current UTC time (aware datetime)."""
+        return self.read("db_now", lambda conn: conn.scalar(sa.select(db_now())))
+
+    def winners(
+        self,
+        conn: sa.Connection,
+        stmt: sa.Update,
+        table: sa.Table,
+        expected: Mapping[int, int],
+        mine: sa.ColumnElement[bool],
+    ) -> list[int]:
+        """Run a batch version-checked UPDATE of rows ``id -> version read`` and return the ids
+        it changed. *mine* must hold, after the update, only for rows this caller has changed
+        from the version it read (e.g. ``node_id = me AND status = 'CLAIMED'``)."""
+        if self.update_returning:
+            return [row[0] for row in conn.execute(stmt.returning(table.c.id))]
+        changed = conn.execute(stmt).rowcount
+        if changed == len(expected):
+            return list(expected)
+        if changed == 0:
+            return []
+        bumped = sa.case({i: v + 1 for i, v in expected.items()}, value=table.c.id)
+        query = sa.select(table.c.id).where(
+            table.c.id.in_(list(expected)), table.c.version == bumped, mine
+        )
+        return list(conn.scalars(query))
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def create_schema(self) -> None:
+        """Create the tables if absent (idempotent) and record the schema version."""
+
+        def create(conn: sa.Connection) -> None:
+            metadata.create_all(conn, checkfirst=True)
+            found = conn.scalar(
+                sa.select(meta_table.c.value).where(meta_table.c.name == "schema_version")
+            )
+            if found is None:
+                conn.execute(
+                    meta_table.insert().values(name="schema_version", value=str(SCHEMA_VERSION))
+                )
+
+        self.write("create_schema", create)
+        self.check_schema()
+
+    def check_schema(self) -> None:
+        """Raise SchemaMissingError or SchemaVersionError unless the tables are this version's."""
+
+        def read(conn: sa.Connection) -> tuple[bool, str | None]:
+            if not sa.inspect(conn).has_table(meta_table.name):
+                return False, None
+            query = sa.select(meta_table.c.value).where(meta_table.c.name == "schema_version")
+            return True, conn.scalar(query)
+
+        present, version = self.read("check_schema", read)
+        if not present:
+            raise SchemaMissingError(
+                f"the easyjob tables are missing in {self.url!r}: run `easyjob init-db`"
+            )
+        if version != str(SCHEMA_VERSION):
+            raise SchemaVersionError(
+                f"the easyjob tables in {self.url!r} are schema version {version!r}, "
+                f"this easyjob needs version {SCHEMA_VERSION}"
+            )
+
+    def drop_schema(self) -> None:
+        """Drop every easyjob table (tests and `easyjob` uninstall only)."""
+        self.write("drop_schema", lambda conn: metadata.drop_all(conn, checkfirst=True))
+
+
+def in_chunks(values: Collection[T], size: int) -> list[list[T]]:
+    items = list(values)
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

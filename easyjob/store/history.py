@@ -1,0 +1,99 @@
+"""Reading and pruning the run history (``easy_job_task_detail``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import sqlalchemy as sa
+
+from easyjob.core.records import HistoryRow
+from easyjob.core.states import TERMINAL, RunStatus, Trigger
+from easyjob.store.database import Database
+from easyjob.store.engine import db_now
+from easyjob.store.schema import task_detail_table, task_table
+
+__all__ = ["HistoryStore"]
+
+d = task_detail_table
+t = task_table
+
+
+class HistoryStore:
+    """The run history: newest first, filtered by task and status; pruned in batches."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def runs(
+        self,
+        *,
+        task: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        ids: list[int] | None = None,
+    ) -> list[HistoryRow]:
+        """At most *limit* runs, newest fire first (ties: newest row first)."""
+
+        def read(conn: sa.Connection) -> list[HistoryRow]:
+            query = sa.select(d.c[*_DETAIL], t.c.name.label("task_name")).join_from(
+                d, t, t.c.id == d.c.task_id
+            )
+            if task is not None:
+                query = query.where(t.c.name == task)
+            if status is not None:
+                query = query.where(d.c.status == str(status))
+            if ids is not None:
+                query = query.where(d.c.id.in_(ids))
+            query = query.order_by(d.c.fire_time.desc(), d.c.id.desc()).limit(limit)
+            return [_history(row) for row in conn.execute(query).mappings()]
+
+        return self._db.read("history", read)
+
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        batch: int = 1000,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Delete finished runs whose ``end_time`` is older than *older_than* (database time),
+        *batch* rows per transaction so no lock is held long; *progress* gets the running
+        total after each batch. Runs still pending or held are never deleted."""
+        total = 0
+        cutoff = self._db.now() - older_than
+        while True:
+
+            def write(conn: sa.Connection) -> int:
+                ids = list(
+                    conn.scalars(
+                        sa.select(d.c.id)
+                        .where(d.c.end_time < cutoff, d.c.status.in_([str(s) for s in TERMINAL]))
+                        .limit(batch)
+                    )
+                )
+                if ids:
+                    conn.execute(d.delete().where(d.c.id.in_(ids)))
+                return len(ids)
+
+            deleted = self._db.write("prune", write)
+            total += deleted
+            if progress is not None:
+                progress(total)
+            if deleted < batch:
+                return total
+
+
+_DETAIL = [
+    "id", "task_id", "pid", "fire_time", "due_time", "node_id", "status", "triggered_by",
+    "attempt", "claim_time", "start_time", "end_time", "error_msg", "version", "create_time",
+]
+
+
+def _history(row: sa.RowMapping) -> HistoryRow:
+    values = dict(row)
+    values["status"] = RunStatus(values["status"])
+    values["triggered_by"] = Trigger(values["triggered_by"])
+    return HistoryRow(**values)
+
+

@@ -1,0 +1,142 @@
+"""Statements on ``easy_job_node``: registration, heartbeats and liveness in database time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+
+from easyjob.core.records import NodeRow
+from easyjob.core.states import NodeStatus
+from easyjob.store.database import Database
+from easyjob.store.engine import db_now
+from easyjob.store.schema import node_table
+
+__all__ = ["Heartbeat", "NodeStore"]
+
+n = node_table
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """What a heartbeat learned: whether the row was there, and the database time."""
+
+    accepted: bool
+    revived: bool  # the row was marked DEAD by a peer, and is RUNNING again
+    db_time: datetime
+
+
+class NodeStore:
+    """Nodes: one row per node incarnation, never reused by a restarted process."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def register(
+        self, node_id: str, *, host: str, pid: int, weight: int, strategy: str, workers: int,
+        clock_offset_ms: int = 0,
+    ) -> None:
+        """Insert this node's row, RUNNING, heartbeat now (database time). A node id that
+        exists already is taken over only if that row is STOPPED or DEAD (a restart under a
+        configured id); its counters start again."""
+
+        def write(conn: sa.Connection) -> None:
+            now = conn.scalar(sa.select(db_now()))
+            values = dict(
+                host=host, pid=pid, weight=weight, strategy=strategy, workers=workers,
+                status=str(NodeStatus.RUNNING), started_at=now, heartbeat_at=now,
+                stopped_at=None, clock_offset_ms=clock_offset_ms, claimed_count=0,
+                completed_count=0,
+            )
+            reused = conn.execute(
+                n.update()
+                .where(n.c.node_id == node_id,
+                       n.c.status.in_([str(NodeStatus.STOPPED), str(NodeStatus.DEAD)]))
+                .values(**values, version=n.c.version + 1)
+            )
+            if reused.rowcount == 0:
+                conn.execute(n.insert().values(node_id=node_id, version=0, **values))
+
+        self._db.write("register_node", write)
+
+    def heartbeat(
+        self, node_id: str, *, clock_offset_ms: int, claimed: int, completed: int
+    ) -> Heartbeat:
+        """Stamp ``heartbeat_at`` with database time and record this node's clock offset and
+        counters. A row marked DEAD by a peer comes back to RUNNING (``revived``); a STOPPED
+        or missing row is not touched (``accepted`` False)."""
+
+        def write(conn: sa.Connection) -> Heartbeat:
+            now = conn.scalar(sa.select(db_now()))
+            live = [str(NodeStatus.RUNNING), str(NodeStatus.STOPPING)]
+            values = dict(heartbeat_at=now, clock_offset_ms=clock_offset_ms,
+                          claimed_count=claimed, completed_count=completed,
+                          version=n.c.version + 1)
+            done = conn.execute(
+                n.update().where(n.c.node_id == node_id, n.c.status.in_(live)).values(**values)
+            )
+            if done.rowcount == 1:
+                return Heartbeat(True, False, now)
+            revived = conn.execute(
+                n.update()
+                .where(n.c.node_id == node_id, n.c.status == str(NodeStatus.DEAD))
+                .values(status=str(NodeStatus.RUNNING), **values)
+            )
+            return Heartbeat(revived.rowcount == 1, revived.rowcount == 1, now)
+
+        return self._db.write("heartbeat", write)
+
+    def set_status(self, node_id: str, status: NodeStatus) -> None:
+        """Mark this node STOPPING or STOPPED (STOPPED also stamps ``stopped_at``)."""
+        values: dict[str, object] = {"status": str(status), "version": n.c.version + 1}
+        if status == NodeStatus.STOPPED:
+            values["stopped_at"] = db_now()
+        self._db.write(
+            "set_node_status",
+            lambda conn: conn.execute(n.update().where(n.c.node_id == node_id).values(**values)),
+        )
+
+    def mark_dead(self, node_ids: list[str], dead_after: timedelta) -> int:
+        """Mark RUNNING/STOPPING nodes whose heartbeat is older than *dead_after* (database
+        time) DEAD; returns how many. Nodes that heartbeat meanwhile are left alone."""
+
+        def write(conn: sa.Connection) -> int:
+            cutoff = conn.scalar(sa.select(db_now())) - dead_after
+            done = conn.execute(
+                n.update()
+                .where(n.c.node_id.in_(node_ids), n.c.heartbeat_at < cutoff,
+                       n.c.status.in_([str(NodeStatus.RUNNING), str(NodeStatus.STOPPING)]))
+                .values(status=str(NodeStatus.DEAD), version=n.c.version + 1)
+            )
+            return int(done.rowcount)
+
+        return self._db.write("mark_dead", write) if node_ids else 0
+
+    def all(self, *, include_stopped: bool = True) -> tuple[datetime, list[NodeRow]]:
+        """The database time and every node row with its heartbeat age in database time.
+
+        Ages come from the database clock alone: a node whose own clock is off is judged
+        by when the database saw its last heartbeat."""
+
+        def read(conn: sa.Connection) -> tuple[datetime, list[NodeRow]]:
+            query = sa.select(n, db_now().label("db_time")).order_by(n.c.node_id)
+            if not include_stopped:
+                query = query.where(n.c.status != str(NodeStatus.STOPPED))
+            rows = list(conn.execute(query).mappings())
+            now = rows[0]["db_time"] if rows else conn.scalar(sa.select(db_now()))
+            nodes = []
+            for row in rows:
+                values = {k: v for k, v in row.items() if k != "db_time"}
+                values["status"] = NodeStatus(values["status"])
+                nodes.append(NodeRow(**values, age=now - values["heartbeat_at"]))
+            return now, nodes
+
+        return self._db.read("list_nodes", read)
+
+    def live(self, dead_after: timedelta) -> tuple[datetime, list[NodeRow]]:
+        """Nodes RUNNING whose heartbeat age (database time) is within *dead_after*, ranked by
+        node id: the membership strategies rank over."""
+        now, nodes = self.all(include_stopped=False)
+        alive = [n for n in nodes if n.status == NodeStatus.RUNNING and n.age <= dead_after]
+        return now, alive

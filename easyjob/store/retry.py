@@ -1,0 +1,106 @@
+"""Which database errors are transient, and the retry policy for them.
+
+Transient: the operation may succeed if simply tried again a little later, e.g. a server
+restart or failover, a lost connection, a deadlock (MySQL 1213) or lock wait timeout (1205), a
+read-only server (MySQL 1290/1792, PostgreSQL 25006), SQLite "database is locked"/"busy" or a full
+disk. Everything else (a bug, a constraint violation, a missing table) is raised at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import tenacity
+from sqlalchemy import exc as sa_exc
+
+__all__ = ["RetryPolicy", "is_transient"]
+
+log = logging.getLogger("easyjob.store")
+
+_MYSQL_TRANSIENT = {
+    1040,  # too many connections
+    1053,  # server shutdown in progress
+    1205,  # lock wait timeout
+    1213,  # deadlock
+    1290,  # running with --read-only
+    1792,  # read-only transaction
+    1836,  # read-only mode
+    1927,  # connection was killed
+    2002,  # can't connect (socket)
+    2003,  # can't connect (TCP)
+    2006,  # server has gone away
+    2013,  # lost connection during query
+    2055,  # lost connection (system error)
+    4031,  # disconnected by the server because of inactivity
+}
+_PG_TRANSIENT_CLASSES = ("08", "53", "57P")  # connection, resources, operator intervention
+_PG_TRANSIENT = {"40001", "40P01", "25006", "55P03"}  # serialization, deadlock, read-only, lock
+_SQLITE_TRANSIENT = ("database is locked", "database is busy", "disk is full", "disk i/o error")
+
+
+def is_transient(err: BaseException) -> bool:
+    """True when *err* is a database error worth retrying (see the module docstring)."""
+    if isinstance(err, sa_exc.DBAPIError):
+        if err.connection_invalidated:
+            return True
+        return _transient_driver_error(err.orig)
+    return isinstance(err, (sa_exc.DisconnectionError, ConnectionError, TimeoutError))
+
+
+def _transient_driver_error(orig: BaseException | None) -> bool:
+    if orig is None:
+        return False
+    module = type(orig).__module__
+    if module.startswith("pymysql"):
+        code = orig.args[0] if orig.args and isinstance(orig.args[0], int) else None
+        return code in _MYSQL_TRANSIENT
+    if module.startswith("psycopg"):
+        state: str = getattr(orig, "sqlstate", None) or ""
+        if not state:  # no server reply at all: the connection broke
+            return type(orig).__name__ in ("OperationalError", "InterfaceError")
+        return state in _PG_TRANSIENT or state.startswith(_PG_TRANSIENT_CLASSES)
+    if module.startswith("sqlite3"):
+        text = str(orig).lower()
+        return any(marker in text for marker in _SQLITE_TRANSIENT)
+    return False
+
+
+class RetryPolicy:
+    """Retry transient errors with jittered exponential backoff, up to a total deadline.
+
+    Each retry is logged with the error; a non-transient error is raised at once, and the
+    last transient one is raised once the deadline has passed.
+    """
+
+    def __init__(
+        self, *, deadline_s: float = 30.0, initial_s: float = 0.05, max_wait_s: float = 2.0
+    ) -> None:
+        self.deadline_s = deadline_s
+        self.initial_s = initial_s
+        self.max_wait_s = max_wait_s
+
+    def retrying(self, what: str) -> tenacity.Retrying:
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            err = state.outcome.exception() if state.outcome else None
+            log.warning(
+                "transient database error in %s (attempt %d), retrying in %.2fs: %s",
+                what,
+                state.attempt_number,
+                state.upcoming_sleep,
+                _first_line(err),
+            )
+
+        return tenacity.Retrying(
+            retry=tenacity.retry_if_exception(is_transient),
+            wait=tenacity.wait_exponential_jitter(
+                multiplier=self.initial_s, max=self.max_wait_s, jitter=self.initial_s
+            ),
+            stop=tenacity.stop_after_delay(self.deadline_s),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+
+
+def _first_line(err: Any) -> str:
+    return str(err).splitlines()[0] if err is not None and str(err) else repr(err)

@@ -1,0 +1,311 @@
+"""Statements on ``easy_job_task_detail``: claiming runs and every later transition.
+
+Each transition is one UPDATE whose WHERE names the run's id, the version the node holds
+(its fencing token), the status it expects and, once claimed, the holding node. A write that
+matches no row was fenced: the run was taken over (or released) meanwhile; it changes nothing
+and the caller is told so by a ``False``/``None`` result. Versions only grow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from easyjob.core.records import Candidate, HeldRun, Run
+from easyjob.core.states import HELD, NodeStatus, Overlap, RunStatus, TaskStatus, Trigger
+from easyjob.store.database import Database
+from easyjob.store.engine import db_now
+from easyjob.store.schema import node_table, task_detail_table, task_table
+
+__all__ = ["RunStore"]
+
+d = task_detail_table
+t = task_table
+n = node_table
+
+_MAX_ERROR = 4000
+_RUN_COLUMNS = (
+    d.c.id,
+    d.c.version,
+    d.c.status,
+    d.c.node_id,
+    d.c.task_id,
+    t.c.name.label("task_name"),
+    t.c.func,
+    t.c.kwargs,
+    d.c.fire_time,
+    d.c.due_time,
+    d.c.attempt,
+    d.c.triggered_by,
+    d.c.pid,
+    t.c.overlap,
+    t.c.retries,
+    t.c.retry_delay_ms,
+    t.c.timeout_ms,
+    t.c.misfire_grace_ms,
+)
+
+
+class RunStore:
+    """Runs: claimable PENDING rows, held CLAIMED/RUNNING rows, and finished history."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def pending(self, horizon: datetime, limit: int) -> list[Candidate]:
+        """At most *limit* PENDING runs due by *horizon*, earliest first (index on
+        (status, due_time): O(rows returned))."""
+
+        def read(conn: sa.Connection) -> list[Candidate]:
+            query = (
+                sa.select(d.c.id, d.c.task_id, d.c.version, d.c.fire_time, d.c.due_time)
+                .where(d.c.status == str(RunStatus.PENDING), d.c.due_time <= horizon)
+                .order_by(d.c.due_time, d.c.id)
+                .limit(limit)
+            )
+            return [Candidate(**row) for row in conn.execute(query).mappings()]
+
+        return self._db.read("pending_runs", read)
+
+    def claim(self, node_id: str, candidates: Sequence[Candidate]) -> list[Run]:
+        """Claim a batch of PENDING runs for *node_id* with one version-checked UPDATE.
+
+        Returns exactly the runs this call won (CLAIMED, version + 1), in due order; a
+        candidate whose version moved (another node claimed it) is silently not returned.
+        """
+        if not candidates:
+            return []
+        expected = {c.id: c.version for c in candidates}
+
+        def write(conn: sa.Connection) -> list[Run]:
+            stmt = (
+                d.update()
+                .where(
+                    d.c.id.in_(list(expected)),
+                    d.c.status == str(RunStatus.PENDING),
+                    d.c.version == sa.case(expected, value=d.c.id),
+                )
+                .values(
+                    status=str(RunStatus.CLAIMED),
+                    node_id=node_id,
+                    version=d.c.version + 1,
+                    claim_time=db_now(),
+                )
+            )
+            mine = sa.and_(d.c.node_id == node_id, d.c.status == str(RunStatus.CLAIMED))
+            won = self._db.winners(conn, stmt, d, expected, mine)
+            return self._runs(conn, won) if won else []
+
+        return self._db.write("claim_runs", write)
+
+    def get(self, run_id: int) -> Run | None:
+        """The run *run_id* with its task's fields, or None."""
+        return next(iter(self._db.read("get_run", lambda conn: self._runs(conn, [run_id]))), None)
+
+    @staticmethod
+    def _runs(conn: sa.Connection, ids: Collection[int]) -> list[Run]:
+        query = (
+            sa.select(*_RUN_COLUMNS)
+            .join_from(d, t, t.c.id == d.c.task_id)
+            .where(d.c.id.in_(list(ids)))
+            .order_by(d.c.due_time, d.c.id)
+        )
+        return [_run(row) for row in conn.execute(query).mappings()]
+
+    def start(self, run: Run) -> Run | None:
+        """CLAIMED -> RUNNING, setting ``start_time`` (database time). None if fenced."""
+        ok = self._transition(run, RunStatus.RUNNING, start_time=db_now())
+        return run.bumped(RunStatus.RUNNING) if ok else None
+
+    def release(self, run: Run) -> bool:
+        """Hand a CLAIMED run back: PENDING again, claimable by any node. False if fenced."""
+        return self._transition(run, RunStatus.PENDING, node_id=None, claim_time=None)
+
+    def close_unstarted(self, run: Run, status: RunStatus, reason: str) -> bool:
+        """CLAIMED -> MISSED or SKIPPED (misfire or overlap policy) with *reason*."""
+        if status not in (RunStatus.MISSED, RunStatus.SKIPPED):
+            raise ValueError(f"a claimed run cannot be closed as {status!r}")
+        return self._transition(run, status, end_time=db_now(), error_msg=reason[:_MAX_ERROR])
+
+    def _transition(self, run: Run, status: RunStatus, **values: Any) -> bool:
+        def write(conn: sa.Connection) -> bool:
+            return _fenced_update(conn, run, status, values)
+
+        return self._db.write(f"run_{status.lower()}", write)
+
+    def finish(self, run: Run) -> bool:
+        """RUNNING -> SUCCESS; in the same transaction, a PENDING run for each ACTIVE child
+        task (``pid`` = this run, same ``fire_time``) and the task's success count.
+        False (and nothing written) if fenced."""
+
+        def write(conn: sa.Connection) -> bool:
+            if not _fenced_update(conn, run, RunStatus.SUCCESS, {"end_time": db_now()}):
+                return False
+            conn.execute(
+                t.update()
+                .where(t.c.id == run.task_id)
+                .values(success_count=t.c.success_count + 1)
+            )
+            _children(conn, run, RunStatus.PENDING, None)
+            return True
+
+        return self._db.write("run_success", write)
+
+    def fail(self, run: Run, error: str, *, retry_in: timedelta | None) -> bool:
+        """RUNNING -> FAILED with *error*; in the same transaction, either a new PENDING
+        attempt due *retry_in* from now (database time), or, when no retry is given, a
+        SKIPPED row for each child task. False (and nothing written) if fenced."""
+
+        def write(conn: sa.Connection) -> bool:
+            values = {"end_time": db_now(), "error_msg": error[:_MAX_ERROR]}
+            if not _fenced_update(conn, run, RunStatus.FAILED, values):
+                return False
+            conn.execute(
+                t.update().where(t.c.id == run.task_id).values(fail_count=t.c.fail_count + 1)
+            )
+            if retry_in is None:
+                _children(conn, run, RunStatus.SKIPPED, f"parent run {run.id} failed")
+            else:
+                now = conn.scalar(sa.select(db_now()))
+                _new_attempt(conn, run.task_id, run.pid, run.fire_time, run.attempt + 1,
+                             Trigger.RETRY, now + retry_in, now)
+            return True
+
+        return self._db.write("run_failed", write)
+
+    # -- recovery ---------------------------------------------------------------------------
+
+    def held_by_dead(self, dead_after: timedelta, limit: int) -> list[HeldRun]:
+        """At most *limit* CLAIMED/RUNNING runs whose node's heartbeat is older than
+        *dead_after* in database time, or whose node is STOPPED or has no row at all."""
+
+        def read(conn: sa.Connection) -> list[HeldRun]:
+            cutoff = conn.scalar(sa.select(db_now())) - dead_after
+            query = (
+                sa.select(d.c.id, d.c.version, d.c.status, d.c.node_id, d.c.task_id, d.c.pid,
+                          d.c.fire_time, d.c.attempt)
+                .join_from(d, n, n.c.node_id == d.c.node_id, isouter=True)
+                .where(
+                    d.c.status.in_([str(s) for s in HELD]),
+                    sa.or_(
+                        n.c.node_id.is_(None),
+                        n.c.heartbeat_at < cutoff,
+                        n.c.status == str(NodeStatus.STOPPED),
+                    ),
+                )
+                .order_by(d.c.id)
+                .limit(limit)
+            )
+            return [_held(row) for row in conn.execute(query).mappings()]
+
+        return self._db.read("held_by_dead", read)
+
+    def recover(self, runs: Sequence[HeldRun], by_node: str) -> list[int]:
+        """Take back *runs* of dead nodes: each goes ABANDONED (version-checked) and a new
+        PENDING attempt (``attempt`` + 1, ``triggered_by`` = recovery) is made claimable now.
+        Returns the ids of the new attempts; a run that changed meanwhile is left alone."""
+
+        def write(conn: sa.Connection) -> list[int]:
+            now = conn.scalar(sa.select(db_now()))
+            created = []
+            for run in runs:
+                reason = f"node {run.node_id} declared dead; taken over by {by_node}"
+                done = conn.execute(
+                    d.update()
+                    .where(d.c.id == run.id, d.c.version == run.version,
+                           d.c.status == str(run.status))
+                    .values(status=str(RunStatus.ABANDONED), version=d.c.version + 1,
+                            end_time=now, error_msg=reason)
+                )
+                if done.rowcount == 1:
+                    created.append(_new_attempt(conn, run.task_id, run.pid, run.fire_time,
+                                                run.attempt + 1, Trigger.RECOVERY, now, now))
+            return created
+
+        return self._db.write("recover_runs", write)
+
+    def held_counts(self) -> dict[str, int]:
+        """How many runs each node holds (CLAIMED or RUNNING)."""
+
+        def read(conn: sa.Connection) -> dict[str, int]:
+            query = (
+                sa.select(d.c.node_id, sa.func.count())
+                .where(d.c.status.in_([str(s) for s in HELD]))
+                .group_by(d.c.node_id)
+            )
+            return {row[0]: int(row[1]) for row in conn.execute(query)}
+
+        return self._db.read("held_counts", read)
+
+
+def _fenced_update(
+    conn: sa.Connection, run: Run, status: RunStatus, values: dict[str, Any]
+) -> bool:
+    done = conn.execute(
+        d.update()
+        .where(
+            d.c.id == run.id,
+            d.c.version == run.version,
+            d.c.status == str(run.status),
+            d.c.node_id == run.node_id,
+        )
+        .values(status=str(status), version=d.c.version + 1, **values)
+    )
+    return done.rowcount == 1
+
+
+def _children(conn: sa.Connection, run: Run, status: RunStatus, reason: str | None) -> None:
+    now = db_now()
+    terminal = status != RunStatus.PENDING
+    select = sa.select(
+        t.c.id,
+        sa.literal(run.id, d.c.pid.type),
+        sa.literal(run.fire_time, d.c.fire_time.type),
+        now,
+        sa.literal(str(status)),
+        sa.literal(str(Trigger.PARENT)),
+        sa.literal(1),
+        sa.literal(reason, d.c.error_msg.type),
+        now if terminal else sa.null(),
+        now,
+    ).where(t.c.pid == run.task_id, t.c.status == str(TaskStatus.ACTIVE))
+    columns = ["task_id", "pid", "fire_time", "due_time", "status", "triggered_by", "attempt",
+               "error_msg", "end_time", "create_time"]
+    conn.execute(d.insert().from_select(columns, select))
+
+
+def _new_attempt(
+    conn: sa.Connection,
+    task_id: int,
+    pid: int | None,
+    fire_time: datetime,
+    attempt: int,
+    trigger: Trigger,
+    due: datetime,
+    now: datetime,
+) -> int:
+    result = conn.execute(
+        d.insert().values(
+            task_id=task_id, pid=pid, fire_time=fire_time, due_time=due,
+            status=str(RunStatus.PENDING), triggered_by=str(trigger), attempt=attempt,
+            create_time=now,
+        )
+    )
+    return int(result.inserted_primary_key[0])
+
+
+def _run(row: Any) -> Run:
+    values = dict(row)
+    values["status"] = RunStatus(values["status"])
+    values["triggered_by"] = Trigger(values["triggered_by"])
+    values["overlap"] = Overlap(values["overlap"])
+    return Run(**values)
+
+
+def _held(row: Any) -> HeldRun:
+    values = dict(row)
+    values["status"] = RunStatus(values["status"])
+    return HeldRun(**values)

@@ -1,0 +1,159 @@
+"""The easyjob tables, defined once for SQLite, PostgreSQL and MySQL/MariaDB.
+
+Column names are a contract: operators query them with plain SQL. Every column is
+documented in ``docs/schema.md``; ``sql/*.sql`` hold the rendered DDL and a test fails when
+they drift from these definitions.
+
+All times are UTC, stored without a zone, with microsecond precision (SQLite stores them as
+``YYYY-MM-DD HH:MM:SS.ffffff`` text, which sorts as time does).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Dialect
+
+from easyjob.clock import utc
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "UTCDateTime",
+    "metadata",
+    "meta_table",
+    "node_table",
+    "task_detail_table",
+    "task_table",
+]
+
+#: Bumped whenever a table, column or index changes; checked by every node at start.
+SCHEMA_VERSION = 1
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """Aware UTC datetimes in Python, naive UTC in the database."""
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(sa.DateTime())
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return utc(value).replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):  # SQLite expressions (e.g. db_now()) come back as text
+            value = datetime.fromisoformat(value)
+        return utc(value)
+
+
+#: Surrogate keys: BIGINT everywhere, but SQLite only autoincrements ``INTEGER PRIMARY KEY``.
+Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+Count = sa.BigInteger()
+NodeId = sa.String(128)
+
+metadata = sa.MetaData()
+
+meta_table = sa.Table(
+    "easy_job_meta",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.String(255), nullable=False),
+    comment="Key/value facts about this database; holds the schema_version row.",
+)
+
+node_table = sa.Table(
+    "easy_job_node",
+    metadata,
+    sa.Column("node_id", NodeId, primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("weight", sa.Integer, nullable=False, server_default=sa.text("1")),
+    sa.Column("strategy", sa.String(255), nullable=False, server_default="default"),
+    sa.Column("workers", sa.Integer, nullable=False, server_default=sa.text("1")),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("started_at", UTCDateTime, nullable=False),
+    sa.Column("heartbeat_at", UTCDateTime, nullable=False),
+    sa.Column("stopped_at", UTCDateTime),
+    sa.Column("clock_offset_ms", sa.BigInteger, nullable=False, server_default=sa.text("0")),
+    sa.Column("claimed_count", Count, nullable=False, server_default=sa.text("0")),
+    sa.Column("completed_count", Count, nullable=False, server_default=sa.text("0")),
+    sa.Column("version", Count, nullable=False, server_default=sa.text("0")),
+    sa.Index("ix_easy_job_node_status_heartbeat", "status", "heartbeat_at"),
+    comment="One row per node incarnation; liveness is heartbeat_at judged in database time.",
+)
+
+task_table = sa.Table(
+    "easy_job_task",
+    metadata,
+    sa.Column("id", Id, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("func", sa.String(512), nullable=False),
+    sa.Column("cron_expr", sa.String(255)),
+    sa.Column("tz", sa.String(64), nullable=False, server_default="UTC"),
+    sa.Column("pid", Id),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("next_start_time", UTCDateTime),
+    sa.Column("version", Count, nullable=False, server_default=sa.text("0")),
+    sa.Column("node_id", NodeId),
+    sa.Column("misfire", sa.String(16), nullable=False, server_default="fire_once"),
+    sa.Column("misfire_grace_ms", sa.BigInteger, nullable=False, server_default=sa.text("60000")),
+    sa.Column("overlap", sa.String(16), nullable=False, server_default="serial"),
+    sa.Column("retries", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("retry_delay_ms", sa.BigInteger, nullable=False, server_default=sa.text("1000")),
+    sa.Column("timeout_ms", sa.BigInteger),
+    sa.Column("kwargs", sa.JSON, nullable=False),
+    sa.Column("success_count", Count, nullable=False, server_default=sa.text("0")),
+    sa.Column("fail_count", Count, nullable=False, server_default=sa.text("0")),
+    sa.Column("create_time", UTCDateTime, nullable=False),
+    sa.Column("update_time", UTCDateTime, nullable=False),
+    sa.Column("seen_time", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("name", name="uq_easy_job_task_name"),
+    sa.Index("ix_easy_job_task_due", "status", "next_start_time"),
+    sa.Index("ix_easy_job_task_pid", "pid"),
+    comment="One row per task (a named function with a schedule); cron fires are made from it.",
+)
+
+#: ``fire_time`` for the first attempt of a cron fire, NULL otherwise; unique per task, so the
+#: database itself refuses a second row for the same scheduled fire.
+_CRON_KEY = sa.Computed(
+    "CASE WHEN triggered_by = 'cron' AND attempt = 1 THEN fire_time END", persisted=True
+)
+
+task_detail_table = sa.Table(
+    "easy_job_task_detail",
+    metadata,
+    sa.Column("id", Id, primary_key=True, autoincrement=True),
+    sa.Column("task_id", Id, nullable=False),
+    sa.Column("pid", Id),
+    sa.Column("fire_time", UTCDateTime, nullable=False),
+    sa.Column("due_time", UTCDateTime, nullable=False),
+    sa.Column("node_id", NodeId),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("triggered_by", sa.String(16), nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False, server_default=sa.text("1")),
+    sa.Column("claim_time", UTCDateTime),
+    sa.Column("start_time", UTCDateTime),
+    sa.Column("end_time", UTCDateTime),
+    sa.Column("error_msg", sa.Text),
+    sa.Column("version", Count, nullable=False, server_default=sa.text("0")),
+    sa.Column("create_time", UTCDateTime, nullable=False),
+    sa.Column("cron_key", UTCDateTime, _CRON_KEY),
+    sa.UniqueConstraint("task_id", "cron_key", name="uq_easy_job_task_detail_cron_fire"),
+    sa.Index("ix_easy_job_task_detail_pending", "status", "due_time"),
+    sa.Index("ix_easy_job_task_detail_held", "status", "node_id"),
+    sa.Index("ix_easy_job_task_detail_task_status", "task_id", "status"),
+    sa.Index("ix_easy_job_task_detail_task_fire", "task_id", "fire_time"),
+    sa.Index("ix_easy_job_task_detail_end", "end_time"),
+    comment="One row per attempt of a fire (the run history); claimed by version-checked UPDATEs.",
+)

@@ -1,0 +1,260 @@
+"""Statements on ``easy_job_task``: registration, due polling, and advancing schedules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+
+from easyjob.core.cron import CronSchedule
+from easyjob.core.records import Advance, TaskRow, TaskSpec
+from easyjob.core.states import RunStatus, TaskStatus, Trigger
+from easyjob.errors import TaskDefinitionError, TaskNotFoundError
+from easyjob.store.database import Database
+from easyjob.store.engine import db_now
+from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
+
+__all__ = ["TaskStore"]
+
+t = task_table
+d = task_detail_table
+
+
+class TaskStore:
+    """Tasks: one row per name. Every schedule change bumps ``version``, which fences a
+    loader that read the row before the change."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def upsert(self, specs: Sequence[TaskSpec]) -> list[TaskRow]:
+        """Insert or update the tasks *specs* declare, by name; returns their rows.
+
+        Safe when several nodes register the same tasks at once: the name is UNIQUE and
+        inserts that lose the race become updates. A changed cron or time zone recomputes
+        ``next_start_time`` (the first fire after now, database time); other changes keep it.
+        ``seen_time`` is set to now for every task given. Parents are resolved by name among
+        *specs* and the tasks already stored; an unknown parent raises TaskDefinitionError.
+        """
+        names = [spec.name for spec in specs]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise TaskDefinitionError(f"duplicate task name(s): {', '.join(map(repr, dup))}")
+        if not specs:
+            return []
+        return self._db.write("upsert_tasks", lambda conn: self._upsert(conn, specs))
+
+    def _upsert(self, conn: sa.Connection, specs: Sequence[TaskSpec]) -> list[TaskRow]:
+        now = conn.scalar(sa.select(db_now()))
+        conn.execute(self._insert_missing(), [self._new_row(spec, now) for spec in specs])
+        rows = self._by_names(conn, [spec.name for spec in specs])
+        ids = {name: row.id for name, row in rows.items()}
+        for spec in specs:
+            pid = self._parent_id(conn, spec, ids)
+            self._update_if_changed(conn, rows[spec.name], spec, pid, now)
+        conn.execute(
+            t.update().where(t.c.name.in_([s.name for s in specs])).values(seen_time=now)
+        )
+        final = self._by_names(conn, [spec.name for spec in specs])
+        return [final[spec.name] for spec in specs]
+
+    def _insert_missing(self) -> sa.Insert:
+        if self._db.dialect == "postgresql":
+            return postgresql.insert(t).on_conflict_do_nothing(index_elements=["name"])
+        if self._db.dialect == "sqlite":
+            return sqlite.insert(t).on_conflict_do_nothing(index_elements=["name"])
+        return mysql.insert(t).on_duplicate_key_update(id=t.c.id)
+
+    @staticmethod
+    def _new_row(spec: TaskSpec, now: datetime) -> dict[str, Any]:
+        status = TaskStatus.ACTIVE if spec.enabled else TaskStatus.PAUSED
+        next_time = _first_fire(spec.cron, spec.tz, now)
+        if spec.cron is not None and next_time is None:
+            status = TaskStatus.FINISHED
+        return {
+            "name": spec.name,
+            **spec.columns(),
+            "pid": None,
+            "status": str(status),
+            "next_start_time": next_time,
+            "version": 0,
+            "create_time": now,
+            "update_time": now,
+            "seen_time": now,
+        }
+
+    def _parent_id(self, conn: sa.Connection, spec: TaskSpec, ids: dict[str, int]) -> int | None:
+        if spec.parent is None:
+            return None
+        if spec.parent in ids:
+            return ids[spec.parent]
+        found = conn.scalar(sa.select(t.c.id).where(t.c.name == spec.parent))
+        if found is None:
+            raise TaskDefinitionError(f"task {spec.name!r}: unknown parent task {spec.parent!r}")
+        return int(found)
+
+    def _update_if_changed(
+        self, conn: sa.Connection, row: TaskRow, spec: TaskSpec, pid: int | None, now: datetime
+    ) -> None:
+        wanted = {**spec.columns(), "pid": pid}
+        changes = {k: v for k, v in wanted.items() if getattr(row, k) != v}
+        if not spec.enabled and row.status == TaskStatus.ACTIVE:
+            changes["status"] = str(TaskStatus.PAUSED)
+        if "cron_expr" in changes or "tz" in changes:
+            next_time = _first_fire(spec.cron, spec.tz, now)
+            changes["next_start_time"] = next_time
+            if spec.cron is not None and next_time is None:
+                changes["status"] = str(TaskStatus.FINISHED)
+            elif row.status == TaskStatus.FINISHED:
+                changes["status"] = str(TaskStatus.ACTIVE)
+        if not changes:
+            return
+        conn.execute(
+            t.update()
+            .where(t.c.id == row.id)
+            .values(**changes, version=t.c.version + 1, node_id=None, update_time=now)
+        )
+
+    def _by_names(self, conn: sa.Connection, names: Sequence[str]) -> dict[str, TaskRow]:
+        rows = conn.execute(sa.select(t).where(t.c.name.in_(names))).mappings()
+        return {row["name"]: TaskRow.from_row(row) for row in rows}
+
+    def get(self, name: str) -> TaskRow:
+        """The task called *name*; raises TaskNotFoundError."""
+        rows = self._db.read("get_task", lambda conn: self._by_names(conn, [name]))
+        if name not in rows:
+            raise TaskNotFoundError(f"no task named {name!r}")
+        return rows[name]
+
+    def all(self) -> list[TaskRow]:
+        """Every task, by name."""
+
+        def read(conn: sa.Connection) -> list[TaskRow]:
+            rows = conn.execute(sa.select(t).order_by(t.c.name)).mappings()
+            return [TaskRow.from_row(row) for row in rows]
+
+        return self._db.read("list_tasks", read)
+
+    def set_status(self, name: str, status: TaskStatus) -> TaskRow:
+        """Pause or resume a task (version bumped: fences a loader mid-advance)."""
+
+        def write(conn: sa.Connection) -> None:
+            done = conn.execute(
+                t.update()
+                .where(t.c.name == name)
+                .values(status=str(status), version=t.c.version + 1, update_time=db_now())
+            )
+            if done.rowcount == 0:
+                raise TaskNotFoundError(f"no task named {name!r}")
+
+        self._db.write("set_task_status", write)
+        return self.get(name)
+
+    def due(self, horizon: datetime, limit: int) -> list[TaskRow]:
+        """At most *limit* ACTIVE tasks whose ``next_start_time`` <= *horizon*, earliest first.
+
+        Cost is O(rows returned): served by the index on (status, next_start_time).
+        """
+
+        def read(conn: sa.Connection) -> list[TaskRow]:
+            query = (
+                sa.select(t)
+                .where(t.c.status == str(TaskStatus.ACTIVE), t.c.next_start_time <= horizon)
+                .order_by(t.c.next_start_time)
+                .limit(limit)
+            )
+            return [TaskRow.from_row(row) for row in conn.execute(query).mappings()]
+
+        return self._db.read("due_tasks", read)
+
+    def advance(self, node_id: str, advances: Sequence[Advance]) -> list[int]:
+        """Move each task's ``next_start_time`` forward from the version read, and write the
+        fires it passed over as run rows (PENDING to be claimed, or MISSED), in one
+        transaction. Returns the ids of the tasks advanced; a task whose version changed
+        meanwhile (another node advanced it, or it was edited) is left alone. The database
+        also refuses a second row for the same cron fire (unique ``cron_key``)."""
+        if not advances:
+            return []
+        return self._db.write("advance_tasks", lambda conn: self._advance(conn, node_id, advances))
+
+    def _advance(self, conn: sa.Connection, node_id: str, advances: Sequence[Advance]) -> list[int]:
+        by_id = {a.task_id: a for a in advances}
+        expected = {a.task_id: a.version for a in advances}
+        next_times = [a.next_start_time for a in advances]
+        if any(n is not None for n in next_times):
+            next_value: Any = sa.case(
+                {a.task_id: sa.literal(a.next_start_time, UTCDateTime()) for a in advances},
+                value=t.c.id,
+            )
+        else:
+            next_value = None
+        finished = [a.task_id for a in advances if a.next_start_time is None]
+        stmt = (
+            t.update()
+            .where(
+                t.c.id.in_(list(expected)),
+                t.c.status == str(TaskStatus.ACTIVE),
+                t.c.version == sa.case(expected, value=t.c.id),
+            )
+            .values(
+                next_start_time=next_value,
+                status=sa.case(
+                    (t.c.id.in_(finished), str(TaskStatus.FINISHED)), else_=t.c.status
+                ),
+                version=t.c.version + 1,
+                node_id=node_id,
+                update_time=db_now(),
+            )
+        )
+        won = self._db.winners(conn, stmt, t, expected, t.c.node_id == node_id)
+        now = conn.scalar(sa.select(db_now()))
+        rows = [
+            {
+                "task_id": task_id,
+                "fire_time": fire.fire_time,
+                "due_time": fire.fire_time,
+                "status": str(fire.status),
+                "triggered_by": str(Trigger.CRON),
+                "attempt": 1,
+                "error_msg": fire.error_msg,
+                "end_time": now if fire.status != RunStatus.PENDING else None,
+                "create_time": now,
+            }
+            for task_id in won
+            for fire in by_id[task_id].fires
+        ]
+        if rows:
+            conn.execute(d.insert(), rows)
+        return won
+
+    def trigger(self, name: str) -> int:
+        """Create a manual fire of task *name* (any node may take it); returns its run id."""
+
+        def write(conn: sa.Connection) -> int:
+            task_id = conn.scalar(sa.select(t.c.id).where(t.c.name == name))
+            if task_id is None:
+                raise TaskNotFoundError(f"no task named {name!r}")
+            now = conn.scalar(sa.select(db_now()))
+            result = conn.execute(
+                d.insert().values(
+                    task_id=task_id,
+                    fire_time=now,
+                    due_time=now,
+                    status=str(RunStatus.PENDING),
+                    triggered_by=str(Trigger.MANUAL),
+                    attempt=1,
+                    create_time=now,
+                )
+            )
+            return int(result.inserted_primary_key[0])
+
+        return self._db.write("trigger_task", write)
+
+
+def _first_fire(cron: str | None, tz: str, now: datetime) -> datetime | None:
+    if cron is None:
+        return None
+    return CronSchedule.parse(cron, tz).next_after(now)

@@ -1,0 +1,146 @@
+"""Shared fixtures: real database servers and a fresh, empty database per test and backend.
+
+A test that takes ``db_url`` runs once per backend, with ids ``sqlite``, ``postgresql`` and
+``mariadb``; ``db_server`` gives the server object of that backend (None for SQLite) for fault
+injection. Servers start on first use, once per session, and are stopped at its end. A server
+that cannot start skips its tests, or fails them when ``CI`` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn, TypeVar
+
+import pytest
+
+from tests.rig.backends import BACKENDS, backend_params
+from tests.rig.servers import (
+    DatabaseServer,
+    MariaDBServer,
+    PostgresServer,
+    ServerError,
+    reap_orphans,
+)
+
+ENV_ADMIN_URLS = {
+    "postgresql": "EASYJOB_TEST_POSTGRES_URL",
+    "mariadb": "EASYJOB_TEST_MARIADB_URL",
+}
+
+S = TypeVar("S", bound=DatabaseServer)
+log = logging.getLogger(__name__)
+_startup_times: dict[str, str] = {}
+
+
+def _interrupt(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for backend in BACKENDS:
+        config.addinivalue_line("markers", f"{backend}: the {backend} run of a db_url test")
+    # SIGTERM would end pytest without fixture teardown or atexit; make it an interrupt.
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupt)
+    reap_orphans()  # servers of earlier runs that were SIGKILLed
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for backend, what in _startup_times.items():
+        terminalreporter.write_line(f"rig: {backend} {what}")
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if os.environ.get("CI"):
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+def _session_server(cls: type[S]) -> Iterator[S]:
+    backend = cls.backend
+    external = os.environ.get(ENV_ADMIN_URLS[backend])
+    if external:
+        _startup_times[backend] = "external server (admin URL from environment)"
+        yield cls(external_url=external)
+        return
+    reason = cls.missing()
+    if reason:
+        _unavailable(f"{backend} unavailable: {reason}")
+    server = cls()
+    try:
+        started = time.monotonic()
+        try:
+            server.start()
+        except ServerError as exc:
+            _unavailable(f"cannot start {backend} server: {exc}")
+        elapsed = time.monotonic() - started
+        _startup_times[backend] = f"started in {elapsed:.2f} s on port {server.port}"
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """The session's PostgreSQL server, started on first use."""
+    yield from _session_server(PostgresServer)
+
+
+@pytest.fixture(scope="session")
+def mariadb_server() -> Iterator[MariaDBServer]:
+    """The session's MariaDB server, started on first use."""
+    yield from _session_server(MariaDBServer)
+
+
+_SERVER_FIXTURES = {"postgresql": "postgres_server", "mariadb": "mariadb_server"}
+
+
+@pytest.fixture(params=backend_params())
+def db_backend(request: pytest.FixtureRequest) -> str:
+    """This run's backend: ``sqlite``, ``postgresql`` or ``mariadb`` (see tests/rig/backends)."""
+    backend: str = request.param
+    return backend
+
+
+@pytest.fixture
+def db_server(request: pytest.FixtureRequest, db_backend: str) -> Iterator[DatabaseServer | None]:
+    """Server of this run's backend (None for SQLite); faults a test leaves are undone after it."""
+    if db_backend == "sqlite":
+        yield None
+        return
+    server: DatabaseServer = request.getfixturevalue(_SERVER_FIXTURES[db_backend])
+    server.ensure_healthy()
+    yield server
+    server.ensure_healthy()
+
+
+def _database_name(test_name: str) -> str:
+    stem = re.sub(r"[^a-z0-9]+", "_", test_name.lower()).strip("_")[:40]
+    return f"ej_{stem}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def db_url(
+    request: pytest.FixtureRequest, db_server: DatabaseServer | None, tmp_path: Path
+) -> Iterator[str]:
+    """SQLAlchemy URL of a fresh, empty database for this test, dropped afterwards."""
+    if db_server is None:
+        yield f"sqlite:///{tmp_path}/easyjob.db"
+        return
+    name = _database_name(request.node.name)
+    url = db_server.create_database(name)
+    yield url
+    try:
+        db_server.ensure_healthy()
+        db_server.drop_database(name)  # also terminates connections the test left open
+    except Exception:
+        log.exception("could not drop test database %s", name)

@@ -1,0 +1,183 @@
+"""The claim protocol on each real database: races, batches and fencing."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from easyjob.core.records import Candidate
+from easyjob.core.states import RunStatus
+from easyjob.store import Store
+from easyjob.store.schema import task_detail_table as d
+from tests.store.conftest import FAST_RETRY, make_pending
+
+
+def _candidates(store: Store, ids: list[int]) -> list[Candidate]:
+    horizon = store.db.now() + timedelta(days=1)
+    return [c for c in store.runs.pending(horizon, 10_000) if c.id in ids]
+
+
+def _row(store: Store, run_id: int) -> dict[str, object]:
+    def read(conn: sa.Connection) -> dict[str, object]:
+        return dict(conn.execute(sa.select(d).where(d.c.id == run_id)).mappings().one())
+
+    return store.db.read("test", read)
+
+
+def test_claim_returns_the_run_with_its_task(store: Store) -> None:
+    (run_id,) = make_pending(store)
+    (candidate,) = _candidates(store, [run_id])
+    (run,) = store.runs.claim("node-a", [candidate])
+    assert (run.id, run.version, run.status, run.node_id) == (
+        run_id, candidate.version + 1, RunStatus.CLAIMED, "node-a"
+    )
+    assert (run.task_name, run.func, run.attempt) == ("job", "tests.jobs:noop", 1)
+    assert _row(store, run_id)["claim_time"] is not None
+
+
+def test_second_claim_of_the_same_version_loses(store: Store) -> None:
+    (run_id,) = make_pending(store)
+    candidates = _candidates(store, [run_id])
+    assert len(store.runs.claim("node-a", candidates)) == 1
+    assert store.runs.claim("node-b", candidates) == []
+    assert _row(store, run_id)["node_id"] == "node-a"
+
+
+def test_threads_racing_for_one_fire_exactly_one_wins(store: Store) -> None:
+    run_ids = make_pending(store, fires=10)
+    for run_id in run_ids:
+        candidates = _candidates(store, [run_id])
+        barrier = threading.Barrier(4)
+        wins: list[str] = []
+
+        def claim(node: str, candidates: list[Candidate] = candidates) -> None:
+            barrier.wait()
+            if store.runs.claim(node, candidates):
+                wins.append(node)
+
+        threads = [threading.Thread(target=claim, args=(f"node-{i}",)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(wins) == 1, wins
+        assert _row(store, run_id)["node_id"] == wins[0]
+
+
+def _claim_in_process(url: str, node: str, candidates: list[Candidate], start: object,
+                      out: object) -> None:
+    store = Store.open(url, retry=FAST_RETRY)
+    start.wait()  # type: ignore[attr-defined]
+    won = store.runs.claim(node, candidates)
+    out.put((node, [run.id for run in won]))  # type: ignore[attr-defined]
+    store.close()
+
+
+def test_processes_racing_for_the_same_fires_each_fire_has_one_winner(
+    store: Store, db_url: str
+) -> None:
+    run_ids = make_pending(store, fires=20)
+    candidates = _candidates(store, run_ids)
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=_claim_in_process, args=(db_url, f"proc-{i}", candidates, start, out))
+        for i in range(3)
+    ]
+    for proc in procs:
+        proc.start()
+    start.set()
+    results = dict(out.get(timeout=60) for _ in procs)
+    for proc in procs:
+        proc.join(timeout=30)
+        assert proc.exitcode == 0
+    won = [run_id for ids in results.values() for run_id in ids]
+    assert sorted(won) == sorted(run_ids), results
+    for node, ids in results.items():
+        for run_id in ids:
+            assert _row(store, run_id)["node_id"] == node
+
+
+def test_batch_claim_returns_exactly_the_rows_won(store: Store) -> None:
+    run_ids = make_pending(store, fires=8)
+    candidates = _candidates(store, run_ids)
+    taken = store.runs.claim("node-b", candidates[1::2])
+    assert [r.id for r in taken] == run_ids[1::2]
+    won = store.runs.claim("node-a", candidates)
+    assert [r.id for r in won] == run_ids[0::2]
+    assert all(r.node_id == "node-a" and r.version == 1 for r in won)
+    assert {_row(store, i)["node_id"] for i in run_ids[1::2]} == {"node-b"}
+
+
+def test_batch_claim_skips_rows_no_longer_pending(store: Store) -> None:
+    run_ids = make_pending(store, fires=3)
+    candidates = _candidates(store, run_ids)
+    (first,) = store.runs.claim("node-a", candidates[:1])
+    assert store.runs.start(first) is not None
+    won = store.runs.claim("node-b", candidates)
+    assert [r.id for r in won] == run_ids[1:]
+
+
+def test_finish_with_stale_version_is_rejected_and_changes_nothing(store: Store) -> None:
+    (run_id,) = make_pending(store)
+    (run,) = store.runs.claim("node-a", _candidates(store, [run_id]))
+    running = store.runs.start(run)
+    assert running is not None and running.version == run.version + 1
+    before = _row(store, run_id)
+    assert store.runs.finish(run) is False  # the claim-time version: stale
+    assert _row(store, run_id) == before
+    assert store.runs.fail(run, "boom", retry_in=None) is False
+    assert _row(store, run_id) == before
+    assert store.runs.finish(running) is True
+    after = _row(store, run_id)
+    assert (after["status"], after["version"]) == ("SUCCESS", running.version + 1)
+    assert store.runs.finish(running) is False  # the same token twice: fenced
+
+
+def test_only_the_holder_can_start_or_release(store: Store) -> None:
+    (run_id,) = make_pending(store)
+    (run,) = store.runs.claim("node-a", _candidates(store, [run_id]))
+    impostor = replace(run, node_id="node-b")
+    assert store.runs.start(impostor) is None
+    assert store.runs.release(impostor) is False
+    assert store.runs.release(run) is True
+    row = _row(store, run_id)
+    assert (row["status"], row["node_id"], row["version"]) == ("PENDING", None, run.version + 1)
+    (again,) = store.runs.claim("node-b", _candidates(store, [run_id]))
+    assert again.node_id == "node-b"
+
+
+def test_version_checked_writes_report_changed_rows(store: Store) -> None:
+    """PyMySQL reports matched rows (CLIENT.FOUND_ROWS) as rowcount, not changed ones.
+
+    A no-op UPDATE therefore counts 1 on MariaDB and 0 changes elsewhere would be hidden;
+    easyjob's writes always bump ``version``, so for them matched and changed are the same.
+    """
+    (run_id,) = make_pending(store)
+
+    def noop(conn: sa.Connection) -> int:
+        stmt = d.update().where(d.c.id == run_id).values(status=d.c.status)
+        return int(conn.execute(stmt).rowcount)
+
+    assert store.db.write("test", noop) == 1  # matched, though nothing changed
+    (run,) = store.runs.claim("node-a", _candidates(store, [run_id]))
+    assert store.runs.release(run) is True
+    assert store.runs.release(run) is False  # stale token: 0 rows matched
+
+
+def test_misfired_and_skipped_claims_close_with_a_reason(store: Store) -> None:
+    run_ids = make_pending(store, fires=2)
+    first, second = store.runs.claim("node-a", _candidates(store, run_ids))
+    assert store.runs.close_unstarted(first, RunStatus.MISSED, "started 90s late")
+    assert store.runs.close_unstarted(second, RunStatus.SKIPPED, "previous run still running")
+    assert (_row(store, first.id)["status"], _row(store, first.id)["error_msg"]) == (
+        "MISSED", "started 90s late"
+    )
+    assert _row(store, second.id)["status"] == "SKIPPED"
+    with pytest.raises(ValueError, match="cannot be closed as"):
+        store.runs.close_unstarted(first, RunStatus.SUCCESS, "no")

@@ -1,0 +1,110 @@
+"""Node rows, heartbeats and liveness judged in database time."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from easyjob.core.states import NodeStatus
+from easyjob.store import Store
+from easyjob.store.schema import node_table as n
+
+
+def _register(store: Store, node: str, **kw: int) -> None:
+    store.nodes.register(node, host="h", pid=os.getpid(), weight=kw.get("weight", 1),
+                         strategy="default", workers=2, clock_offset_ms=kw.get("offset", 0))
+
+
+def _age(store: Store, node: str, seconds: float) -> None:
+    def write(conn: sa.Connection) -> None:
+        (at,) = conn.execute(sa.select(n.c.heartbeat_at).where(n.c.node_id == node)).one()
+        conn.execute(n.update().where(n.c.node_id == node)
+                     .values(heartbeat_at=at - timedelta(seconds=seconds)))
+
+    store.db.write("age", write)
+
+
+def test_a_node_30s_off_is_live_by_database_time(store: Store) -> None:
+    _register(store, "skewed", offset=30_000)
+    beat = store.nodes.heartbeat("skewed", clock_offset_ms=30_000, claimed=5, completed=4)
+    assert beat.accepted and not beat.revived
+    now, live = store.nodes.live(timedelta(seconds=3))
+    assert [(x.node_id, x.clock_offset_ms, x.claimed_count) for x in live] == [("skewed", 30_000, 5)]
+    assert timedelta(0) <= live[0].age < timedelta(seconds=3)
+    assert abs((beat.db_time - now).total_seconds()) < 3
+
+
+def test_liveness_follows_heartbeat_age(store: Store) -> None:
+    _register(store, "a")
+    _register(store, "b")
+    _age(store, "b", 10)
+    _, live = store.nodes.live(timedelta(seconds=3))
+    assert [x.node_id for x in live] == ["a"]
+    _, everyone = store.nodes.all()
+    ages = {x.node_id: x.age for x in everyone}
+    assert timedelta(seconds=10) <= ages["b"] < timedelta(seconds=13)
+    store.nodes.heartbeat("b", clock_offset_ms=0, claimed=0, completed=0)
+    assert [x.node_id for x in store.nodes.live(timedelta(seconds=3))[1]] == ["a", "b"]
+
+
+def test_dead_mark_and_revival(store: Store) -> None:
+    _register(store, "a")
+    _age(store, "a", 10)
+    assert store.nodes.mark_dead(["a"], timedelta(seconds=3)) == 1
+    assert store.nodes.all()[1][0].status == NodeStatus.DEAD
+    beat = store.nodes.heartbeat("a", clock_offset_ms=0, claimed=0, completed=0)
+    assert beat.accepted and beat.revived
+    assert store.nodes.all()[1][0].status == NodeStatus.RUNNING
+
+
+def test_stopped_node_heartbeat_is_refused_and_id_can_be_reused(store: Store) -> None:
+    _register(store, "a")
+    store.nodes.set_status("a", NodeStatus.STOPPED)
+    assert not store.nodes.heartbeat("a", clock_offset_ms=0, claimed=0, completed=0).accepted
+    (row,) = store.nodes.all()[1]
+    assert row.status == NodeStatus.STOPPED and row.stopped_at is not None
+    _register(store, "a")
+    (row,) = store.nodes.all()[1]
+    assert (row.status, row.stopped_at) == (NodeStatus.RUNNING, None)
+
+
+def test_registering_a_live_node_id_twice_is_refused(store: Store) -> None:
+    _register(store, "a")
+    with pytest.raises(sa.exc.IntegrityError):
+        _register(store, "a")
+
+
+_FAKETIME = next(
+    (p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+                 "/usr/lib/faketime/libfaketime.so.1") if Path(p).exists()),
+    None,
+)
+_HEARTBEAT = """
+import sys
+from datetime import datetime, UTC
+from easyjob.store import Store
+store = Store.open(sys.argv[1])
+store.nodes.register("faked", host="h", pid=1, weight=1, strategy="default", workers=1)
+beat = store.nodes.heartbeat("faked", clock_offset_ms=0, claimed=0, completed=0)
+print((datetime.now(UTC) - beat.db_time).total_seconds())
+"""
+
+
+@pytest.mark.skipif(_FAKETIME is None and not os.environ.get("CI"), reason="libfaketime missing")
+def test_a_process_whose_clock_is_30s_behind_stays_live(store: Store, db_url: str) -> None:
+    if db_url.startswith("sqlite"):
+        pytest.skip("SQLite has no clock of its own: its 'now' is the calling process's clock")
+    assert _FAKETIME is not None, "libfaketime is required in CI (make deps installs it)"
+    env = {**os.environ, "LD_PRELOAD": _FAKETIME, "FAKETIME": "-30s"}
+    out = subprocess.run([sys.executable, "-c", _HEARTBEAT, db_url], env=env, check=True,
+                         capture_output=True, text=True, timeout=60)
+    skew = float(out.stdout.strip().splitlines()[-1])
+    assert -40 < skew < -20  # the child's clock really was 30 s behind the database's
+    _, live = store.nodes.live(timedelta(seconds=3))
+    assert [x.node_id for x in live] == ["faked"]

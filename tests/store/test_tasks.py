@@ -1,0 +1,152 @@
+"""Task registration and schedule advances on each real database."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from easyjob.core.records import Advance, PlannedFire, TaskSpec
+from easyjob.core.states import RunStatus, TaskStatus
+from easyjob.errors import TaskDefinitionError, TaskNotFoundError
+from easyjob.store import Store
+from easyjob.store.schema import task_detail_table as d
+from easyjob.store.schema import task_table as t
+from tests.store.conftest import every_second
+
+
+def test_upsert_inserts_then_is_idempotent(store: Store) -> None:
+    (first,) = store.tasks.upsert([every_second("a", kwargs={"n": 1})])
+    assert (first.status, first.version, first.kwargs) == (TaskStatus.ACTIVE, 0, {"n": 1})
+    assert first.next_start_time is not None and first.next_start_time.microsecond == 0
+    assert first.next_start_time > store.db.now() - timedelta(seconds=1)
+    (again,) = store.tasks.upsert([every_second("a", kwargs={"n": 1})])
+    assert (again.id, again.version, again.next_start_time) == (
+        first.id, 0, first.next_start_time
+    )
+    assert again.seen_time >= first.seen_time
+
+
+def test_changed_cron_bumps_version_and_next_fire(store: Store) -> None:
+    (first,) = store.tasks.upsert([every_second("a")])
+    hourly = TaskSpec(name="a", func="tests.jobs:noop", cron="@hourly", tz="Europe/Berlin")
+    (changed,) = store.tasks.upsert([hourly])
+    assert changed.version == first.version + 1
+    assert (changed.cron_expr, changed.tz) == ("@hourly", "Europe/Berlin")
+    assert changed.next_start_time is not None
+    assert (changed.next_start_time.minute, changed.next_start_time.second) == (0, 0)
+    (policy,) = store.tasks.upsert([TaskSpec(name="a", func="tests.jobs:noop", cron="@hourly",
+                                             tz="Europe/Berlin", retries=3)])
+    assert (policy.retries, policy.next_start_time) == (3, changed.next_start_time)
+
+
+def test_parents_resolve_by_name_and_unknown_parent_is_refused(store: Store) -> None:
+    parent = every_second("parent")
+    child = TaskSpec(name="child", func="tests.jobs:noop", parent="parent")
+    rows = store.tasks.upsert([parent, child])
+    assert rows[1].pid == rows[0].id and rows[1].next_start_time is None
+    orphan = TaskSpec(name="orphan", func="tests.jobs:noop", parent="nobody")
+    with pytest.raises(TaskDefinitionError, match="task 'orphan': unknown parent task 'nobody'"):
+        store.tasks.upsert([orphan])
+    assert [row.name for row in store.tasks.all()] == ["child", "parent"]
+
+
+def test_duplicate_names_in_one_registration_are_refused(store: Store) -> None:
+    with pytest.raises(TaskDefinitionError, match=r"duplicate task name\(s\): 'a'"):
+        store.tasks.upsert([every_second("a"), every_second("a"), every_second("b")])
+    assert store.tasks.all() == []
+
+
+def test_two_nodes_registering_at_once_create_each_task_once(store: Store) -> None:
+    specs = [every_second(f"task-{i}") for i in range(20)]
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def register() -> None:
+        barrier.wait()
+        try:
+            store.tasks.upsert(specs)
+        except BaseException as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=register) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    count = store.db.read("count", lambda conn: conn.scalar(sa.select(sa.func.count()).select_from(t)))
+    assert count == 20
+
+
+def test_due_is_bounded_and_ordered(store: Store) -> None:
+    store.tasks.upsert([every_second(f"t{i}") for i in range(5)])
+    horizon = store.db.now() + timedelta(seconds=5)
+    due = store.tasks.due(horizon, limit=3)
+    assert len(due) == 3
+    assert [x.next_start_time for x in due] == sorted(x.next_start_time for x in due)  # type: ignore[type-var]
+    assert store.tasks.due(horizon - timedelta(days=1), limit=10) == []
+
+
+def test_advance_is_version_checked_and_writes_fires(store: Store) -> None:
+    (task,) = store.tasks.upsert([every_second("a")])
+    assert task.next_start_time is not None
+    fires = tuple(PlannedFire(task.next_start_time + timedelta(seconds=i)) for i in range(3))
+    nxt = task.next_start_time + timedelta(seconds=3)
+    advance = Advance(task.id, task.version, nxt, fires)
+    assert store.tasks.advance("node-a", [advance]) == [task.id]
+    assert store.tasks.advance("node-b", [advance]) == []  # stale version: nothing written
+    row = store.tasks.get("a")
+    assert (row.version, row.next_start_time, row.node_id) == (task.version + 1, nxt, "node-a")
+    runs = store.history.runs(task="a")
+    assert sorted(r.fire_time for r in runs) == [f.fire_time for f in fires]
+    assert {(r.status, r.attempt, r.triggered_by) for r in runs} == {(RunStatus.PENDING, 1, "cron")}
+
+
+def test_advance_batch_reports_only_tasks_it_moved(store: Store) -> None:
+    rows = store.tasks.upsert([every_second(f"t{i}") for i in range(4)])
+    advances = [
+        Advance(r.id, r.version, r.next_start_time + timedelta(seconds=1),  # type: ignore[operator]
+                (PlannedFire(r.next_start_time),))  # type: ignore[arg-type]
+        for r in rows
+    ]
+    assert store.tasks.advance("node-b", advances[2:]) == [rows[2].id, rows[3].id]
+    assert sorted(store.tasks.advance("node-a", advances)) == [rows[0].id, rows[1].id]
+    assert len(store.history.runs()) == 4
+
+
+def test_the_database_refuses_a_second_row_for_one_cron_fire(store: Store) -> None:
+    (task,) = store.tasks.upsert([every_second("a")])
+    fire = task.next_start_time
+    store.tasks.advance("n", [Advance(task.id, task.version, fire + timedelta(seconds=1),  # type: ignore[operator]
+                                      (PlannedFire(fire),))])  # type: ignore[arg-type]
+    row = {"task_id": task.id, "fire_time": fire, "due_time": fire, "status": "PENDING",
+           "triggered_by": "cron", "attempt": 1, "create_time": fire}
+    with pytest.raises(sa.exc.IntegrityError):
+        store.db.write("dup", lambda conn: conn.execute(d.insert().values(**row)))
+    retry = {**row, "attempt": 2, "triggered_by": "retry"}
+    store.db.write("retry", lambda conn: conn.execute(d.insert().values(**retry)))
+
+
+def test_advance_to_no_next_fire_finishes_the_task(store: Store) -> None:
+    (task,) = store.tasks.upsert([every_second("a")])
+    store.tasks.advance("n", [Advance(task.id, task.version, None, ())])
+    row = store.tasks.get("a")
+    assert (row.status, row.next_start_time) == (TaskStatus.FINISHED, None)
+
+
+def test_pause_resume_and_trigger(store: Store) -> None:
+    (task,) = store.tasks.upsert([every_second("a")])
+    paused = store.tasks.set_status("a", TaskStatus.PAUSED)
+    assert (paused.status, paused.version) == (TaskStatus.PAUSED, task.version + 1)
+    assert store.tasks.due(store.db.now() + timedelta(days=1), 10) == []
+    assert store.tasks.set_status("a", TaskStatus.ACTIVE).status == TaskStatus.ACTIVE
+    run_id = store.tasks.trigger("a")
+    (run,) = store.history.runs(ids=[run_id])
+    assert (run.triggered_by, run.status, run.task_name) == ("manual", RunStatus.PENDING, "a")
+    with pytest.raises(TaskNotFoundError, match="no task named 'nope'"):
+        store.tasks.trigger("nope")
+    with pytest.raises(TaskNotFoundError, match="no task named 'nope'"):
+        store.tasks.set_status("nope", TaskStatus.PAUSED)

@@ -1,0 +1,109 @@
+"""Real transient errors from each backend are classified and retried; others are not."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from easyjob.store import Database, RetryPolicy, Store, is_transient
+from easyjob.store.retry import _transient_driver_error
+from tests.rig.servers import DatabaseServer
+from tests.store.conftest import every_second
+
+
+def _error(fn: object) -> BaseException:
+    try:
+        fn()  # type: ignore[operator]
+    except Exception as err:  # noqa: BLE001 - the error is the subject of the test
+        return err
+    raise AssertionError("no error raised")
+
+
+@pytest.fixture
+def two_connections(store: Store) -> Iterator[tuple[sa.Connection, sa.Connection]]:
+    quick = Database.open(str(store.db.engine.url.render_as_string(hide_password=False)),
+                          busy_timeout_s=0.1)
+    first, second = store.db.engine.connect(), quick.engine.connect()
+    yield first, second
+    first.close()
+    second.close()
+    quick.dispose()
+
+
+def test_lock_conflicts_are_transient(
+    store: Store, two_connections: tuple[sa.Connection, sa.Connection]
+) -> None:
+    store.tasks.upsert([every_second("a")])
+    first, second = two_connections
+    update = "UPDATE easy_job_task SET version = version + 1 WHERE name = 'a'"
+    tx = first.begin()
+    first.exec_driver_sql(update)
+    if store.db.dialect == "postgresql":
+        second.exec_driver_sql("SET lock_timeout = '100ms'")
+    elif store.db.dialect != "sqlite":
+        second.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 1")
+    err = _error(lambda: second.exec_driver_sql(update))
+    tx.rollback()
+    assert is_transient(err), repr(err)
+
+
+def test_constraint_and_programming_errors_are_not_transient(store: Store) -> None:
+    store.tasks.upsert([every_second("a")])
+    dup = "INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', 'x')"
+    err = _error(lambda: store.db.write("dup", lambda c: c.exec_driver_sql(dup)))
+    assert isinstance(err, sa.exc.IntegrityError) and not is_transient(err)
+    err = _error(lambda: store.db.read("bad", lambda c: c.exec_driver_sql("SELECT * FROM nope")))
+    assert not is_transient(err)
+
+
+def test_read_only_server_is_transient(store: Store, db_server: DatabaseServer | None) -> None:
+    if db_server is None:
+        pytest.skip("SQLite has no read-only server mode")
+    impatient = Store(Database(store.db.engine, retry=RetryPolicy(deadline_s=0)))
+    db_server.set_read_only(True)
+    try:
+        err = _error(lambda: impatient.tasks.upsert([every_second("a")]))
+    finally:
+        db_server.set_read_only(False)
+    assert is_transient(err), repr(err)
+    assert store.tasks.upsert([every_second("a")])[0].name == "a"
+
+
+def test_killed_connections_are_retried(store: Store, db_server: DatabaseServer | None) -> None:
+    if db_server is None:
+        pytest.skip("SQLite has no server connections to kill")
+    store.tasks.upsert([every_second("a")])
+    with store.db.engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
+        db_server.terminate_connections()
+        err = _error(lambda: conn.exec_driver_sql("SELECT 1"))
+    assert is_transient(err), repr(err)
+    db_server.terminate_connections()
+    assert store.tasks.get("a").name == "a"  # pool pre-ping and retries hide the loss
+
+
+def test_a_write_waits_out_a_server_restart(
+    store: Store, db_server: DatabaseServer | None
+) -> None:
+    if db_server is None:
+        pytest.skip("SQLite has no server to restart")
+    store.tasks.upsert([every_second("a")])
+    db_server.stop()
+    comeback = threading.Timer(1.0, db_server.start)
+    comeback.start()
+    try:
+        assert not db_server.running
+        (row,) = store.tasks.upsert([every_second("written-while-down")])
+    finally:
+        comeback.join()
+    assert row.name == "written-while-down"
+    assert len(store.tasks.all()) == 2
+
+
+def test_unknown_driver_errors_are_not_transient() -> None:
+    assert not _transient_driver_error(None)
+    assert not _transient_driver_error(RuntimeError("x"))
+    assert is_transient(ConnectionResetError())
