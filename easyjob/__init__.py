@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from easyjob.clock import Clock, FakeClock, SystemClock
+from easyjob.context import TaskContext
+from easyjob.core.config import NodeConfig
+from easyjob.core.states import Misfire, Overlap
+from easyjob.decorator import scheduled
 from easyjob.errors import (
     ConfigError,
     CronError,
@@ -17,20 +22,35 @@ from easyjob.errors import (
     UnknownTimeZoneError,
 )
 
+from easyjob.node.node import Node
+from easyjob.registry import Registry
+from easyjob.store import Store
+
 __version__ = "0.1.0"
 
 __all__ = [
+    "Clock",
     "ConfigError",
     "CronError",
     "DatabaseError",
     "DatabaseURLError",
     "DatabaseUnavailableError",
     "EasyJobError",
+    "FakeClock",
+    "Misfire",
+    "Node",
+    "NodeConfig",
+    "Overlap",
+    "Registry",
     "SchemaMissingError",
     "SchemaVersionError",
+    "Store",
+    "SystemClock",
+    "TaskContext",
     "TaskDefinitionError",
     "TaskNotFoundError",
     "UnknownStrategyError",
     "UnknownTimeZoneError",
     "__version__",
+    "scheduled",
 ]

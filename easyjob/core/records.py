@@ -191,6 +191,7 @@ class Run:
     retries: int
     retry_delay_ms: int
     timeout_ms: int | None
+    misfire: Misfire
     misfire_grace_ms: int
 
     def bumped(self, status: RunStatus) -> Run:

@@ -15,12 +15,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from easyjob.core.records import Candidate, HeldRun, Run
-from easyjob.core.states import HELD, NodeStatus, Overlap, RunStatus, TaskStatus, Trigger
+from easyjob.core.states import HELD, Misfire, NodeStatus, Overlap, RunStatus, TaskStatus, Trigger
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
 from easyjob.store.schema import node_table, task_detail_table, task_table
 
-__all__ = ["RunStore"]
+__all__ = ["BLOCKED", "Blocked", "RunStore"]
 
 d = task_detail_table
 t = task_table
@@ -45,8 +45,19 @@ _RUN_COLUMNS = (
     t.c.retries,
     t.c.retry_delay_ms,
     t.c.timeout_ms,
+    t.c.misfire,
     t.c.misfire_grace_ms,
 )
+
+
+class Blocked:
+    """The result of an exclusive start while another run of the same task is RUNNING."""
+
+    def __repr__(self) -> str:
+        return "BLOCKED"
+
+
+BLOCKED = Blocked()
 
 
 class RunStore:
@@ -115,10 +126,35 @@ class RunStore:
         )
         return [_run(row) for row in conn.execute(query).mappings()]
 
-    def start(self, run: Run) -> Run | None:
-        """CLAIMED -> RUNNING, setting ``start_time`` (database time). None if fenced."""
-        ok = self._transition(run, RunStatus.RUNNING, start_time=db_now())
-        return run.bumped(RunStatus.RUNNING) if ok else None
+    def start(self, run: Run, *, exclusive: bool = False) -> Run | Blocked | None:
+        """CLAIMED -> RUNNING, setting ``start_time`` (database time). None if fenced.
+
+        With *exclusive* (overlap policies ``serial`` and ``skip``), the run only starts if no
+        other run of its task is RUNNING, and :data:`BLOCKED` is returned otherwise. The check
+        is part of the same UPDATE; two nodes starting runs of one task in the same instant
+        may still both start on PostgreSQL and MariaDB (READ COMMITTED), never on SQLite.
+        """
+        if not exclusive:
+            ok = self._transition(run, RunStatus.RUNNING, start_time=db_now())
+            return run.bumped(RunStatus.RUNNING) if ok else None
+        other = d.alias("other")
+        busy = sa.exists().where(
+            other.c.task_id == run.task_id,
+            other.c.status == str(RunStatus.RUNNING),
+            other.c.id != run.id,
+        )
+
+        def write(conn: sa.Connection) -> Run | Blocked | None:
+            if _fenced_update(conn, run, RunStatus.RUNNING, {"start_time": db_now()}, ~busy):
+                return run.bumped(RunStatus.RUNNING)
+            still = conn.execute(
+                sa.select(d.c.id).where(d.c.id == run.id, d.c.version == run.version,
+                                        d.c.status == str(run.status),
+                                        d.c.node_id == run.node_id)
+            ).first()
+            return BLOCKED if still is not None else None
+
+        return self._db.write("run_running", write)
 
     def release(self, run: Run) -> bool:
         """Hand a CLAIMED run back: PENDING again, claimable by any node. False if fenced."""
@@ -242,7 +278,8 @@ class RunStore:
 
 
 def _fenced_update(
-    conn: sa.Connection, run: Run, status: RunStatus, values: dict[str, Any]
+    conn: sa.Connection, run: Run, status: RunStatus, values: dict[str, Any],
+    *extra: sa.ColumnElement[bool],
 ) -> bool:
     done = conn.execute(
         d.update()
@@ -251,6 +288,7 @@ def _fenced_update(
             d.c.version == run.version,
             d.c.status == str(run.status),
             d.c.node_id == run.node_id,
+            *extra,
         )
         .values(status=str(status), version=d.c.version + 1, **values)
     )
@@ -302,6 +340,7 @@ def _run(row: Any) -> Run:
     values["status"] = RunStatus(values["status"])
     values["triggered_by"] = Trigger(values["triggered_by"])
     values["overlap"] = Overlap(values["overlap"])
+    values["misfire"] = Misfire(values["misfire"])
     return Run(**values)
 
 

@@ -1,0 +1,77 @@
+"""Node configuration: one frozen record, validated at construction."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from easyjob.errors import ConfigError
+
+__all__ = ["NodeConfig", "generate_node_id"]
+
+
+def generate_node_id() -> str:
+    """``host-pid-random``: unique per process incarnation, readable in the node table."""
+    return f"{socket.gethostname()[:80]}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """How one node behaves. Times are seconds (floats, so tests can run fast).
+
+    The dead threshold is ``dead_after`` heartbeats: a node whose last heartbeat is older
+    than ``dead_after * heartbeat`` seconds of database time is dead, and its runs are
+    taken back. A crashed node's run is re-run within about
+    ``(dead_after + 1) * heartbeat + poll`` seconds (see :attr:`failover_bound`).
+    """
+
+    node_id: str = field(default_factory=generate_node_id)
+    strategy: str = "default"
+    weight: int = 1
+    workers: int = 8
+    heartbeat: float = 2.0
+    dead_after: int = 3
+    poll: float = 1.0
+    lookahead: float | None = None  # default: 2 polls
+    batch: int = 200
+    overdue_grace: float | None = None  # default: one poll, at least 1 s
+    shutdown_grace: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.node_id or len(self.node_id) > 128:
+            raise ConfigError(f"node id must be 1-128 characters, got {self.node_id!r}")
+        _positive_int("workers", self.workers)
+        _positive_int("weight", self.weight)
+        _positive_int("dead_after", self.dead_after)
+        _positive_int("batch", self.batch)
+        for name in ("heartbeat", "poll", "shutdown_grace"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+        if self.dead_after < 2:
+            raise ConfigError(f"dead_after must be at least 2 heartbeats, got {self.dead_after!r}")
+
+    @property
+    def dead_threshold(self) -> timedelta:
+        return timedelta(seconds=self.dead_after * self.heartbeat)
+
+    @property
+    def lookahead_s(self) -> float:
+        return self.lookahead if self.lookahead is not None else 2 * self.poll
+
+    @property
+    def overdue_grace_s(self) -> float:
+        return self.overdue_grace if self.overdue_grace is not None else max(1.0, self.poll)
+
+    @property
+    def failover_bound(self) -> timedelta:
+        """How long after a crash its runs start again elsewhere, at most (documented)."""
+        return timedelta(seconds=(self.dead_after + 1) * self.heartbeat + 2 * self.poll)
+
+
+def _positive_int(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")

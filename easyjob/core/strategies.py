@@ -1,0 +1,152 @@
+"""Claim strategies: which of the due runs should this node claim? (pure)
+
+Every node runs the same strategy over the same inputs (the live nodes in database time,
+ranked by node id) and so agrees, without talking, on who takes what. Where they disagree for
+a moment (a node joined or died between two polls), a run may be wanted by two nodes, which
+the version-checked claim settles, or by none: then, once a run is overdue by more than the
+grace, every live node may take it, so nothing starves.
+
+A user strategy is any class with a ``select`` method of the :class:`Strategy` shape, named
+as ``package.module:Class``; it is built with no arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+from easyjob.core.records import Candidate
+from easyjob.errors import UnknownStrategyError
+
+__all__ = [
+    "ClusterView",
+    "DefaultStrategy",
+    "IdHashStrategy",
+    "LeastCountStrategy",
+    "Strategy",
+    "WeightStrategy",
+    "load_strategy",
+]
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What a strategy may look at; all times are database time."""
+
+    me: str
+    live: Sequence[str]  # live node ids, sorted: the ranking
+    weights: Mapping[str, int] = field(default_factory=dict)
+    held: Mapping[str, int] = field(default_factory=dict)  # runs each node holds now
+    now: datetime | None = None
+
+    def rank(self) -> int | None:
+        return self.live.index(self.me) if self.me in self.live else None
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """Chooses, among *candidates*, the runs this node should try to claim."""
+
+    def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
+        """Return the subset of *candidates* (order kept) this node should claim."""
+        ...
+
+
+class DefaultStrategy:
+    """First come, first served: every node tries every due run; the claim decides."""
+
+    def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
+        return list(candidates)
+
+
+def _stable_hash(*parts: object) -> int:
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+class IdHashStrategy:
+    """Each task belongs to one live node: ``hash(task id) mod live nodes``. A task's runs stay
+    on one node while membership is stable; tasks spread evenly over the nodes."""
+
+    def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
+        rank = view.rank()
+        if rank is None:
+            return []
+        size = len(view.live)
+        return [c for c in candidates if _stable_hash(c.task_id) % size == rank]
+
+
+class WeightStrategy:
+    """Each fire goes to a live node with probability proportional to its weight, by hashing
+    (task id, fire time) over the weighted ranks: the share of runs follows the weights."""
+
+    def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
+        if view.me not in view.live:
+            return []
+        bounds: list[tuple[int, str]] = []
+        total = 0
+        for node in view.live:
+            total += max(1, view.weights.get(node, 1))
+            bounds.append((total, node))
+        chosen = []
+        for c in candidates:
+            point = _stable_hash(c.task_id, c.fire_time.isoformat(), c.id) % total
+            owner = next(node for bound, node in bounds if point < bound)
+            if owner == view.me:
+                chosen.append(c)
+        return chosen
+
+
+class LeastCountStrategy:
+    """Runs go to the nodes holding the fewest: the batch is dealt one run at a time to the
+    least-loaded node (ties by rank), counting what has been dealt so far, so one poll never
+    hands a whole batch to one node."""
+
+    def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
+        if view.me not in view.live:
+            return []
+        load = {node: view.held.get(node, 0) for node in view.live}
+        chosen = []
+        for c in candidates:
+            owner = min(view.live, key=lambda node: (load[node], view.live.index(node)))
+            load[owner] += 1
+            if owner == view.me:
+                chosen.append(c)
+        return chosen
+
+
+BUILTIN: dict[str, type[Strategy]] = {
+    "default": DefaultStrategy,
+    "id_hash": IdHashStrategy,
+    "least_count": LeastCountStrategy,
+    "weight": WeightStrategy,
+}
+
+
+def load_strategy(name: str) -> Strategy:
+    """A built-in strategy by name, or a user one given as ``package.module:Class``."""
+    if name in BUILTIN:
+        return BUILTIN[name]()
+    module_name, sep, attr = name.partition(":")
+    if not sep or not module_name or not attr:
+        raise UnknownStrategyError(
+            f"unknown strategy {name!r}: use one of {', '.join(map(repr, BUILTIN))} "
+            "or 'package.module:Class'"
+        )
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise UnknownStrategyError(f"unknown strategy {name!r}: {err}") from err
+    strategy = cls()
+    if not isinstance(strategy, Strategy):
+        raise UnknownStrategyError(f"strategy {name!r} has no select(candidates, view) method")
+    return strategy
+
+
+def overdue(candidates: Sequence[Candidate], now: datetime, grace: timedelta) -> list[Candidate]:
+    """Runs due longer ago than *grace*: any live node may take these, whatever the strategy."""
+    return [c for c in candidates if c.due_time < now - grace]

@@ -1,0 +1,79 @@
+"""``@scheduled``: marking a plain function as a task."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from easyjob.core.records import TaskSpec
+from easyjob.core.states import Misfire, Overlap
+from easyjob.errors import ConfigError, TaskDefinitionError
+from easyjob.registry import Registry, default_registry, func_path
+
+__all__ = ["scheduled"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Seconds = float | int | timedelta
+
+
+def scheduled(
+    cron: str | None = None,
+    *,
+    parent: str | Callable[..., Any] | None = None,
+    name: str | None = None,
+    tz: str = "UTC",
+    misfire: Misfire | str = Misfire.FIRE_ONCE,
+    misfire_grace: Seconds = 60,
+    overlap: Overlap | str = Overlap.SERIAL,
+    retries: int = 0,
+    retry_delay: Seconds = 1,
+    timeout: Seconds | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    enabled: bool = True,
+    registry: Registry | None = None,
+) -> Callable[[F], F]:
+    """Mark a function as a task that runs on *cron* and/or after each success of *parent*.
+
+    The function takes no argument, or one :class:`~easyjob.TaskContext`; *kwargs* (JSON) are
+    passed to it as keyword arguments. The task name defaults to ``module.qualname``.
+    Everything is validated here, with errors naming the function and the bad value.
+    """
+
+    def decorate(fn: F) -> F:
+        path = func_path(fn)
+        where = f"@scheduled on {path}"
+        if "<locals>" in path:
+            raise TaskDefinitionError(f"{where}: a task must be a module-level function")
+        try:
+            spec = TaskSpec(
+                name=name if name is not None else f"{fn.__module__}.{fn.__qualname__}",
+                func=path,
+                cron=cron,
+                tz=tz,
+                parent=parent if isinstance(parent, str) else (
+                    func_path(parent) if parent is not None else None
+                ),
+                misfire=misfire,  # type: ignore[arg-type]
+                misfire_grace=_seconds(misfire_grace, "misfire_grace"),
+                overlap=overlap,  # type: ignore[arg-type]
+                retries=retries,
+                retry_delay=_seconds(retry_delay, "retry_delay"),
+                timeout=None if timeout is None else _seconds(timeout, "timeout"),
+                kwargs=dict(kwargs or {}),
+                enabled=enabled,
+            )
+            (registry or default_registry).add(fn, spec, parent)
+        except ConfigError as err:
+            raise type(err)(f"{where}: {err}") from err
+        return fn
+
+    return decorate
+
+
+def _seconds(value: Seconds, name: str) -> timedelta:
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TaskDefinitionError(f"{name} must be seconds or a timedelta, got {value!r}")
+    return timedelta(seconds=value)

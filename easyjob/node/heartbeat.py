@@ -1,0 +1,88 @@
+"""The heartbeat thread: stamps this node's row in database time and keeps the membership."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+
+from easyjob.clock import Clock
+from easyjob.core.config import NodeConfig
+from easyjob.core.records import NodeRow
+from easyjob.node.liveness import Liveness
+from easyjob.node.loop import Loop
+from easyjob.store import Store
+
+__all__ = ["Heartbeater", "Membership"]
+
+
+class Membership:
+    """The live nodes (database time) as of the last heartbeat, sorted by node id."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._nodes: list[NodeRow] = []
+
+    def set(self, nodes: list[NodeRow]) -> None:
+        with self._lock:
+            self._nodes = sorted(nodes, key=lambda n: n.node_id)
+
+    def nodes(self) -> list[NodeRow]:
+        with self._lock:
+            return list(self._nodes)
+
+
+class Heartbeater(Loop):
+    """Every ``heartbeat`` seconds: stamp ``heartbeat_at`` (database time), measure the clock
+    offset, and refresh the membership. A heartbeat that fails or hangs simply leaves the
+    node un-fresh (see :class:`Liveness`): it stops claiming until a heartbeat succeeds."""
+
+    name = "heartbeat"
+
+    def __init__(
+        self,
+        store: Store,
+        config: NodeConfig,
+        clock: Clock,
+        liveness: Liveness,
+        membership: Membership,
+        counters: Callable[[], tuple[int, int]],
+        log: logging.LoggerAdapter[logging.Logger],
+    ) -> None:
+        super().__init__(config.heartbeat, log)
+        self._store = store
+        self._config = config
+        self._clock = clock
+        self._liveness = liveness
+        self._membership = membership
+        self._counters = counters
+
+    def step(self) -> None:
+        claimed, completed = self._counters()
+        offset_ms = round(self._liveness.offset.total_seconds() * 1000)
+        sent = self._clock.now()
+        beat = self._store.nodes.heartbeat(
+            self._config.node_id, clock_offset_ms=offset_ms, claimed=claimed, completed=completed
+        )
+        received = self._clock.now()
+        if not beat.accepted:
+            self.log.error("node row is stopped or missing; registering this node again")
+            self.register()
+            return
+        if beat.revived:
+            self.log.warning("peers had declared this node dead; its runs were taken over")
+        self._liveness.beat(beat.db_time, sent, received)
+        self._membership.set(self._store.nodes.live(self._config.dead_threshold)[1])
+
+    def register(self) -> None:
+        config = self._config
+        sent = self._clock.now()
+        self._store.nodes.register(
+            config.node_id, host=socket.gethostname(), pid=os.getpid(), weight=config.weight,
+            strategy=config.strategy, workers=config.workers,
+        )
+        db_time = self._store.db.now()
+        self._liveness.beat(db_time, sent, self._clock.now())
+        self._membership.set(self._store.nodes.live(config.dead_threshold)[1])

@@ -1,0 +1,130 @@
+"""The loader thread: turns due schedules into runs and claims this node's share of them."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from easyjob.core.config import NodeConfig
+from easyjob.core.cron import CronSchedule
+from easyjob.core.planner import plan_advance
+from easyjob.core.records import Advance, Candidate
+from easyjob.core.strategies import ClusterView, LeastCountStrategy, Strategy, overdue
+from easyjob.errors import ConfigError
+from easyjob.node.dispatcher import Dispatcher
+from easyjob.node.heartbeat import Membership
+from easyjob.node.liveness import Liveness
+from easyjob.node.loop import Loop
+from easyjob.store import Store
+
+__all__ = ["Loader"]
+
+
+class Loader(Loop):
+    """Every poll, with database time *now* and horizon ``now + lookahead``:
+
+    1. advance due task schedules, writing their fires up to the horizon as PENDING runs
+       (misfire policy applied; see :mod:`easyjob.core.planner`);
+    2. read PENDING runs due by the horizon, keep those of tasks this node's code has, let
+       the strategy pick this node's share (plus any overdue past the grace), and claim at
+       most as many as the dispatcher has free capacity for, in one batch.
+
+    A node that is not fresh (its heartbeat may look dead to peers) claims nothing.
+    """
+
+    name = "loader"
+
+    def __init__(
+        self,
+        store: Store,
+        config: NodeConfig,
+        strategy: Strategy,
+        liveness: Liveness,
+        membership: Membership,
+        dispatcher: Dispatcher,
+        task_ids: frozenset[int],
+        log: logging.LoggerAdapter[logging.Logger],
+    ) -> None:
+        super().__init__(config.poll, log)
+        self._store = store
+        self._config = config
+        self._strategy = strategy
+        self._liveness = liveness
+        self._membership = membership
+        self._dispatcher = dispatcher
+        self._task_ids = task_ids
+        self._schedules: dict[tuple[str, str], CronSchedule] = {}
+        self._was_fresh = True
+
+    def step(self) -> float | None:
+        if not self._liveness.fresh():
+            if self._was_fresh:
+                self.log.warning("heartbeat is not fresh: claiming nothing until it is")
+            self._was_fresh = False
+            return None
+        if not self._was_fresh:
+            self.log.info("heartbeat is fresh again: claiming resumes")
+            self._was_fresh = True
+        now = self._liveness.db_now()
+        horizon = now + timedelta(seconds=self._config.lookahead_s)
+        backlog = self._advance(now, horizon)
+        self._claim(now, horizon)
+        return 0.0 if backlog else None
+
+    def _advance(self, now: datetime, horizon: datetime) -> bool:
+        due = self._store.tasks.due(horizon, self._config.batch)
+        advances: list[Advance] = []
+        backlog = False
+        for task in due:
+            schedule = self._schedule(task.cron_expr, task.tz)
+            if schedule is None:
+                continue
+            advance, more = plan_advance(task, schedule, now, horizon)
+            advances.append(advance)
+            backlog = backlog or more
+        if advances:
+            self._store.tasks.advance(self._config.node_id, advances)
+        return backlog or len(due) == self._config.batch
+
+    def _schedule(self, expr: str | None, tz: str) -> CronSchedule | None:
+        if expr is None:
+            return None
+        key = (expr, tz)
+        if key not in self._schedules:
+            try:
+                self._schedules[key] = CronSchedule.parse(expr, tz)
+            except ConfigError as err:
+                self.log.error("cannot schedule %r in %s: %s", expr, tz, err)
+                return None
+        return self._schedules[key]
+
+    def _claim(self, now: datetime, horizon: datetime) -> None:
+        free = self._dispatcher.free()
+        if free <= 0:
+            return
+        held = self._dispatcher.held_ids()
+        pending = self._store.runs.pending(horizon, max(self._config.batch, free))
+        mine = [c for c in pending if c.task_id in self._task_ids and c.id not in held]
+        if not mine:
+            return
+        chosen = self._choose(mine, now)[:free]
+        if chosen:
+            self._dispatcher.submit(self._store.runs.claim(self._config.node_id, chosen))
+
+    def _choose(self, candidates: list[Candidate], now: datetime) -> list[Candidate]:
+        nodes = self._membership.nodes()
+        held = {}
+        if isinstance(self._strategy, LeastCountStrategy):
+            held = self._store.runs.held_counts()
+        view = ClusterView(
+            me=self._config.node_id,
+            live=[n.node_id for n in nodes],
+            weights={n.node_id: n.weight for n in nodes},
+            held=held,
+            now=now,
+        )
+        picked = self._strategy.select(candidates, view)
+        grace = timedelta(seconds=self._config.overdue_grace_s)
+        late = overdue(candidates, now, grace)
+        ids = {c.id for c in picked}
+        return picked + [c for c in late if c.id not in ids]

@@ -1,0 +1,124 @@
+"""A node: wires the loader, dispatcher, heartbeat and recovery together."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from types import FrameType
+
+from easyjob.clock import Clock, SystemClock
+from easyjob.core.config import NodeConfig
+from easyjob.core.states import NodeStatus
+from easyjob.core.strategies import load_strategy
+from easyjob.node.dispatcher import Dispatcher
+from easyjob.node.heartbeat import Heartbeater, Membership
+from easyjob.node.liveness import Liveness
+from easyjob.node.loader import Loader
+from easyjob.node.recovery import Recoverer
+from easyjob.node.worker import Runner
+from easyjob.registry import Registry, default_registry
+from easyjob.store import Store
+
+__all__ = ["Node"]
+
+
+class Node:
+    """One easyjob node: registers its code's tasks, then claims and runs its share of the
+    cluster's work until stopped. See ``docs/concepts.md`` for the protocol.
+
+    ``start()`` returns once the node runs; ``stop()`` shuts it down gracefully: no new
+    claims, claimed-but-not-started runs handed back, running jobs given
+    ``config.shutdown_grace`` seconds while the node keeps heartbeating, then the row is
+    marked STOPPED. ``run()`` does both around SIGTERM/SIGINT.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        config: NodeConfig | None = None,
+        *,
+        registry: Registry | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config or NodeConfig()
+        self.registry = registry if registry is not None else default_registry
+        self.clock = clock or SystemClock()
+        self.strategy = load_strategy(self.config.strategy)
+        self.log = logging.LoggerAdapter(
+            logging.getLogger("easyjob.node"), {"node_id": self.config.node_id}
+        )
+        self.liveness = Liveness(self.clock, self.config.heartbeat, self.config.dead_threshold)
+        self.membership = Membership()
+        self._stopped = threading.Event()
+        self._stop_requested = threading.Event()
+        self._threads_started = False
+
+    def start(self) -> None:
+        """Register this node and its tasks, then start its threads."""
+        specs = self.registry.resolved()
+        rows = self.store.tasks.upsert(specs)
+        task_ids = frozenset(row.id for row in rows)
+        runner = Runner(self.store, self.config.node_id, self.registry.by_func(), self.liveness,
+                        retry_poll=min(self.config.poll, 0.5))
+        self.heartbeat = Heartbeater(self.store, self.config, self.clock, self.liveness,
+                                     self.membership, self._counters, self.log)
+        self.dispatcher = Dispatcher(self.store, runner, self.clock, self.liveness,
+                                     self.config.workers, on_free=lambda: self.loader.wake())
+        self.loader = Loader(self.store, self.config, self.strategy, self.liveness,
+                             self.membership, self.dispatcher, task_ids, self.log)
+        self.recovery = Recoverer(self.store, self.config, self.liveness, self.log)
+        self._runner = runner
+        self.heartbeat.register()
+        for part in (self.heartbeat, self.dispatcher, self.loader, self.recovery):
+            part.start()
+        self._threads_started = True
+        self.log.info(
+            "node %s started: %d task(s), strategy %s, %d worker(s), database %s",
+            self.config.node_id, len(specs), self.config.strategy, self.config.workers,
+            self.store.db.url,
+        )
+
+    def _counters(self) -> tuple[int, int]:
+        return self.dispatcher.claimed, self._runner.completed
+
+    def stop(self) -> None:
+        """Graceful shutdown (idempotent)."""
+        if self._stopped.is_set() or not self._threads_started:
+            return
+        self.log.info("node %s stopping", self.config.node_id)
+        self.loader.stop()
+        self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPING)
+        left = self.dispatcher.close(self.config.shutdown_grace)
+        if left:
+            self.log.warning("%d run(s) still running after the grace; they will be "
+                             "recovered by other nodes", left)
+        self.recovery.stop()
+        self.heartbeat.stop()
+        self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPED)
+        self._stopped.set()
+        self.log.info("node %s stopped", self.config.node_id)
+
+    def request_stop(self) -> None:
+        self._stop_requested.set()
+
+    def run(self) -> None:
+        """Start, run until SIGTERM or SIGINT, then stop gracefully. A second signal exits
+        the process at once (status 130)."""
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            if self._stop_requested.is_set():
+                os._exit(130)
+            self.log.info("received %s: shutting down", signal.Signals(signum).name)
+            self._stop_requested.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        self.start()
+        try:
+            while not self._stop_requested.wait(0.5):
+                pass
+        finally:
+            self.stop()

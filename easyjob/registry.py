@@ -1,0 +1,138 @@
+"""The tasks this process's code declares: specs plus the functions that run them.
+
+A node only runs functions registered here by its own code; the database holds import paths
+and JSON arguments, never code.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from easyjob.core.records import TaskSpec
+from easyjob.errors import TaskDefinitionError
+
+__all__ = ["Registered", "Registry", "default_registry", "func_path"]
+
+
+def func_path(fn: Callable[..., Any]) -> str:
+    """``module:qualname``, the import path stored in ``easy_job_task.func``."""
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
+@dataclass(frozen=True)
+class Registered:
+    spec: TaskSpec
+    fn: Callable[..., Any]
+    takes_context: bool
+
+
+class Registry:
+    """Tasks by name. Parents are references (a task name, a function name in the same
+    module, or a function) resolved by :meth:`resolved` once every module is imported."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, Registered] = {}
+        self._parents: dict[str, str | Callable[..., Any]] = {}
+
+    def add(self, fn: Callable[..., Any], spec: TaskSpec,
+            parent: str | Callable[..., Any] | None = None) -> None:
+        existing = self._tasks.get(spec.name)
+        if existing is not None and existing.spec.func != spec.func:
+            raise TaskDefinitionError(
+                f"duplicate task name {spec.name!r}: used by {existing.spec.func} and {spec.func}"
+            )
+        self._tasks[spec.name] = Registered(spec, fn, _takes_context(fn, spec))
+        if parent is not None:
+            self._parents[spec.name] = parent
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def names(self) -> list[str]:
+        return list(self._tasks)
+
+    def get(self, name: str) -> Registered | None:
+        return self._tasks.get(name)
+
+    def by_func(self) -> dict[str, Registered]:
+        return {r.spec.func: r for r in self._tasks.values()}
+
+    def clear(self) -> None:
+        self._tasks.clear()
+        self._parents.clear()
+
+    def resolved(self) -> list[TaskSpec]:
+        """Every spec with its parent resolved to a task name, parents before children.
+
+        Raises TaskDefinitionError for an unknown parent or a cycle."""
+        specs = {}
+        for name, entry in self._tasks.items():
+            ref = self._parents.get(name)
+            parent = None if ref is None else self._resolve(entry, ref)
+            specs[name] = replace(entry.spec, parent=parent) if parent != entry.spec.parent else entry.spec
+        ordered: list[TaskSpec] = []
+        state: dict[str, str] = {}
+
+        def visit(name: str, path: list[str]) -> None:
+            if state.get(name) == "done":
+                return
+            if state.get(name) == "visiting":
+                cycle = " -> ".join([*path[path.index(name):], name])
+                raise TaskDefinitionError(f"task parents form a cycle: {cycle}")
+            state[name] = "visiting"
+            parent = specs[name].parent
+            if parent is not None and parent in specs:
+                visit(parent, [*path, name])
+            state[name] = "done"
+            ordered.append(specs[name])
+
+        for name in specs:
+            visit(name, [])
+        return ordered
+
+    def _resolve(self, entry: Registered, ref: str | Callable[..., Any]) -> str:
+        if callable(ref):
+            path = func_path(ref)
+            for name, other in self._tasks.items():
+                if other.spec.func == path:
+                    return name
+            raise TaskDefinitionError(
+                f"task {entry.spec.name!r}: parent function {path} is not a @scheduled task"
+            )
+        module = entry.fn.__module__
+        for candidate in (ref, f"{module}.{ref}"):
+            if candidate in self._tasks:
+                return candidate
+        for name, other in self._tasks.items():
+            if other.spec.func in (f"{module}:{ref}", ref.replace(":", ".")) or (
+                other.spec.func.replace(":", ".") == ref
+            ):
+                return name
+        raise TaskDefinitionError(f"task {entry.spec.name!r}: unknown parent task {ref!r}")
+
+
+def _takes_context(fn: Callable[..., Any], spec: TaskSpec) -> bool:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as err:
+        raise TaskDefinitionError(f"task {spec.name!r}: cannot inspect {fn!r}: {err}") from err
+    positional = [
+        p for p in signature.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in spec.kwargs
+    ]
+    takes_context = bool(positional)
+    args: list[Any] = [None] if takes_context else []
+    try:
+        signature.bind(*args, **spec.kwargs)
+    except TypeError as err:
+        raise TaskDefinitionError(
+            f"task {spec.name!r}: {spec.func} must take no argument or one context argument, "
+            f"plus its kwargs {sorted(spec.kwargs)}: {err}"
+        ) from err
+    return takes_context
+
+
+default_registry = Registry()
