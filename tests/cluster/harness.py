@@ -1,0 +1,175 @@
+"""Real node processes for cluster tests, and what they left behind (ledger, tables)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+import sqlalchemy as sa
+
+from easyjob.core.records import HistoryRow
+from easyjob.store import Store
+from easyjob.store.schema import node_table
+
+JOBS = str(Path(__file__).with_name("jobs.py"))
+T = TypeVar("T")
+
+#: Fast settings so a test sees a failover in seconds: dead after 5 x 0.2 s = 1 s.
+FAST = {"heartbeat": "0.2", "dead-after": "5", "poll": "0.1", "shutdown-grace": "10"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    task: str
+    fire_time: datetime
+    node: str
+    attempt: int
+    run_id: int
+    event: str
+
+
+def wait_until(what: str, predicate: Callable[[], T], timeout: float) -> T:
+    """Poll *predicate* until it returns something truthy; fail naming *what* after *timeout*."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+class NodeProcess:
+    def __init__(self, node_id: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.node_id = node_id
+        self.log_path = log
+        self._log = log.open("wb")
+        self.proc = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait(10)
+        self._log.close()
+
+
+class Cluster:
+    """Node processes sharing one database, a ledger file, and a store to inspect them."""
+
+    def __init__(self, db_url: str, workdir: Path, *, ticks: int = 0,
+                 slow_seconds: float = 2.0) -> None:
+        self.db_url = db_url
+        self.workdir = workdir
+        self.ledger_path = workdir / "ledger.txt"
+        self.env = {
+            **os.environ,
+            "EASYJOB_TEST_LEDGER": str(self.ledger_path),
+            "EASYJOB_TEST_TICKS": str(ticks),
+            "EASYJOB_TEST_SLOW_SECONDS": str(slow_seconds),
+            "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]),
+        }
+        self.nodes: dict[str, NodeProcess] = {}
+        self.store = Store.open(db_url, create=True)
+
+    def start(self, node_id: str, **options: str) -> NodeProcess:
+        settings = {**FAST, **options}
+        argv = [sys.executable, "-m", "easyjob", "run", JOBS, "--db", self.db_url,
+                "--node-id", node_id]
+        for key, value in settings.items():
+            argv += [f"--{key}", value]
+        node = NodeProcess(node_id, argv, self.env, self.workdir / f"{node_id}.log")
+        self.nodes[node_id] = node
+        return node
+
+    def wait_live(self, *node_ids: str, timeout: float = 30) -> None:
+        want = set(node_ids or self.nodes)
+
+        def live() -> bool:
+            for node in self.nodes.values():
+                if not node.alive and node.node_id in want:
+                    raise AssertionError(f"node {node.node_id} exited:\n{node.log()[-3000:]}")
+            return want <= {n.node_id for n in self.store.nodes.live(self._dead())[1]}
+
+        wait_until(f"nodes {sorted(want)} live", live, timeout)
+
+    def _dead(self) -> object:
+        from datetime import timedelta
+
+        return timedelta(seconds=float(FAST["heartbeat"]) * int(FAST["dead-after"]))
+
+    def stop_all(self, timeout: float = 30) -> None:
+        for node in self.nodes.values():
+            node.signal(signal.SIGCONT)
+            node.signal(signal.SIGTERM)
+        for node in self.nodes.values():
+            try:
+                node.wait(timeout)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"node {node.node_id} ignored SIGTERM:\n{node.log()[-3000:]}")
+
+    def close(self) -> None:
+        for node in self.nodes.values():
+            node.close()
+        self.store.close()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- what happened -----------------------------------------------------------------------
+
+    def ledger(self) -> list[Entry]:
+        if not self.ledger_path.exists():
+            return []
+        entries = []
+        for line in self.ledger_path.read_text().splitlines():
+            task, fire, node, attempt, run_id, event = line.split(" ")
+            entries.append(Entry(task, datetime.fromisoformat(fire), node, int(attempt),
+                                 int(run_id), event))
+        return entries
+
+    def runs(self, task: str | None = None) -> list[HistoryRow]:
+        return self.store.history.runs(task=task, limit=1_000_000)
+
+    def node_status(self, node_id: str) -> str:
+        def read(conn: sa.Connection) -> str:
+            query = sa.select(node_table.c.status).where(node_table.c.node_id == node_id)
+            return str(conn.scalar(query))
+
+        return self.store.db.read("node_status", read)
+
+
+def duplicates(keys: Iterator[tuple[object, ...]] | list[tuple[object, ...]]) -> dict[tuple[object, ...], int]:
+    return {key: count for key, count in Counter(keys).items() if count > 1}

@@ -1,0 +1,45 @@
+"""Jobs for cluster tests, shaped by environment variables set by the harness.
+
+Each run appends one line to the ledger file (outside the database), so the tests can
+count what really ran, not just what the database says ran.
+
+- ``EASYJOB_TEST_LEDGER``: the ledger file.
+- ``EASYJOB_TEST_TICKS``: how many every-second tasks ``tick-0`` ... to declare (default 0).
+- ``EASYJOB_TEST_SLOW_SECONDS``: how long the manual-only ``slow`` task runs (default 2).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from easyjob import TaskContext, scheduled
+
+LEDGER = os.environ.get("EASYJOB_TEST_LEDGER", "ledger.txt")
+
+
+def record(ctx: TaskContext, event: str = "ran") -> None:
+    line = (f"{ctx.task_name} {ctx.fire_time.isoformat()} {ctx.node_id} {ctx.attempt} "
+            f"{ctx.run_id} {event}\n")
+    fd = os.open(LEDGER, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def tick(ctx: TaskContext, n: int) -> None:
+    record(ctx)
+
+
+for _i in range(int(os.environ.get("EASYJOB_TEST_TICKS", "0"))):
+    scheduled("* * * * * *", name=f"tick-{_i}", kwargs={"n": _i})(tick)
+
+
+@scheduled("0 0 1 1 *", name="slow")  # in practice fired by the tests with a manual trigger
+def slow(ctx: TaskContext) -> None:
+    record(ctx, "started")
+    deadline = time.monotonic() + float(os.environ.get("EASYJOB_TEST_SLOW_SECONDS", "2"))
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+    record(ctx, "finished")
