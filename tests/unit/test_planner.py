@@ -1,0 +1,72 @@
+"""Misfire policies when a due task is advanced (pure: times are arguments)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from easyjob.core.cron import CronSchedule
+from easyjob.core.planner import plan_advance
+from easyjob.core.records import TaskRow
+from easyjob.core.states import Misfire, Overlap, RunStatus, TaskStatus
+
+T0 = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
+EVERY_SECOND = CronSchedule.parse("* * * * * *")
+
+
+def task(next_start: datetime, misfire: Misfire = Misfire.FIRE_ONCE, grace_ms: int = 5000) -> TaskRow:
+    return TaskRow(
+        id=7, name="t", func="m:f", cron_expr="* * * * * *", tz="UTC", pid=None,
+        status=TaskStatus.ACTIVE, next_start_time=next_start, version=3, node_id=None,
+        misfire=misfire, misfire_grace_ms=grace_ms, overlap=Overlap.SERIAL, retries=0,
+        retry_delay_ms=1000, timeout_ms=None, kwargs={}, success_count=0, fail_count=0,
+        create_time=T0, update_time=T0, seen_time=T0,
+    )
+
+
+def statuses(fires: tuple[object, ...]) -> list[str]:
+    return [f.status.value[0] for f in fires]  # type: ignore[attr-defined]
+
+
+def test_on_time_fires_in_the_window_are_all_pending() -> None:
+    advance, more = plan_advance(task(T0), EVERY_SECOND, T0, T0 + timedelta(seconds=2))
+    assert [f.fire_time for f in advance.fires] == [T0 + timedelta(seconds=i) for i in range(3)]
+    assert statuses(advance.fires) == ["P", "P", "P"]
+    assert (advance.task_id, advance.version, more) == (7, 3, False)
+    assert advance.next_start_time == T0 + timedelta(seconds=3)
+
+
+def test_fire_once_runs_the_latest_late_fire_and_misses_the_rest() -> None:
+    now = T0 + timedelta(seconds=10)
+    advance, _ = plan_advance(task(T0), EVERY_SECOND, now, now + timedelta(seconds=1))
+    # late: T0 .. T0+4 (older than now - 5 s grace); T0+4 runs once, T0+5 .. T0+11 on time
+    assert statuses(advance.fires) == ["M"] * 4 + ["P"] * 8
+    missed = advance.fires[0]
+    assert missed.error_msg == "missed: not started within its misfire grace of 5s (policy fire_once)"
+
+
+def test_skip_misses_every_late_fire() -> None:
+    now = T0 + timedelta(seconds=10)
+    advance, _ = plan_advance(task(T0, Misfire.SKIP), EVERY_SECOND, now, now)
+    assert statuses(advance.fires) == ["M"] * 5 + ["P"] * 6
+
+
+def test_catch_up_runs_every_late_fire() -> None:
+    now = T0 + timedelta(seconds=10)
+    advance, _ = plan_advance(task(T0, Misfire.CATCH_UP), EVERY_SECOND, now, now)
+    assert statuses(advance.fires) == ["P"] * 11
+
+
+def test_a_long_backlog_is_written_in_chunks_and_fire_once_runs_only_at_its_end() -> None:
+    now = T0 + timedelta(hours=1)
+    first, more = plan_advance(task(T0), EVERY_SECOND, now, now, cap=1000)
+    assert more and len(first.fires) == 1000
+    assert set(statuses(first.fires)) == {"M"}  # the backlog goes on: nothing runs yet
+    assert first.next_start_time == T0 + timedelta(seconds=1000)
+    assert first.fires[-1].status == RunStatus.MISSED
+
+
+def test_a_schedule_that_ends_finishes_the_task() -> None:
+    once = CronSchedule.parse("0 0 1 1 *")  # yearly, first fire T0 + ... never within a day
+    advance, more = plan_advance(task(T0), once, T0, T0 + timedelta(seconds=1))
+    assert advance.fires == () and not more
+    assert advance.next_start_time == datetime(2031, 1, 1, tzinfo=UTC)

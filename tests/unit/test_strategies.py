@@ -1,0 +1,97 @@
+"""Strategies: deterministic ranking over live nodes, no starvation, no whole-batch grabs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from easyjob.core.records import Candidate
+from easyjob.core.strategies import (
+    ClusterView,
+    DefaultStrategy,
+    IdHashStrategy,
+    LeastCountStrategy,
+    WeightStrategy,
+    load_strategy,
+    overdue,
+)
+from easyjob.errors import UnknownStrategyError
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+LIVE = ["a", "b", "c"]
+
+
+def candidates(n: int, tasks: int | None = None) -> list[Candidate]:
+    return [Candidate(id=i, task_id=i % (tasks or n), version=0,
+                      fire_time=T0 + timedelta(seconds=i // (tasks or n)), due_time=T0)
+            for i in range(n)]
+
+
+def owners(strategy: object, batch: list[Candidate], **view: object) -> dict[int, str]:
+    result = {}
+    for me in LIVE:
+        for c in strategy.select(batch, ClusterView(me=me, live=LIVE, **view)):  # type: ignore[attr-defined]
+            assert c.id not in result, "two nodes chose the same run"
+            result[c.id] = me
+    return result
+
+
+def test_id_hash_partitions_tasks_and_keeps_them_sticky() -> None:
+    batch = candidates(300, tasks=30)
+    chosen = owners(IdHashStrategy(), batch)
+    assert len(chosen) == 300  # every run has exactly one owner: nothing starves
+    per_task = {}
+    for c in batch:
+        per_task.setdefault(c.task_id, set()).add(chosen[c.id])
+    assert all(len(nodes) == 1 for nodes in per_task.values())
+    assert set(chosen.values()) == set(LIVE)
+
+
+def test_dead_nodes_hold_no_rank() -> None:
+    batch = candidates(60, tasks=60)
+    view = ClusterView(me="d", live=LIVE)
+    assert IdHashStrategy().select(batch, view) == []
+    assert WeightStrategy().select(batch, view) == []
+    assert LeastCountStrategy().select(batch, view) == []
+    assert len(owners(IdHashStrategy(), batch)) == 60  # the three live nodes cover it all
+
+
+def test_weight_shares_follow_weights() -> None:
+    batch = candidates(6000, tasks=50)
+    chosen = owners(WeightStrategy(), batch, weights={"a": 1, "b": 2, "c": 3})
+    counts = Counter(chosen.values())
+    assert len(chosen) == 6000
+    for node, weight in {"a": 1, "b": 2, "c": 3}.items():
+        assert abs(counts[node] / 6000 - weight / 6) < 0.03, counts
+
+
+def test_least_count_deals_a_batch_instead_of_handing_it_over() -> None:
+    batch = candidates(9)
+    chosen = owners(LeastCountStrategy(), batch, held={"a": 0, "b": 3, "c": 0})
+    counts = Counter(chosen.values())
+    assert counts == {"a": 4, "b": 1, "c": 4}  # a and c fill up to b's 3, then all share
+    assert len(chosen) == 9
+
+
+def test_default_takes_everything() -> None:
+    batch = candidates(5)
+    assert DefaultStrategy().select(batch, ClusterView(me="x", live=[])) == batch
+
+
+def test_overdue_runs_are_anyones() -> None:
+    batch = candidates(3)
+    assert overdue(batch, T0 + timedelta(seconds=2), timedelta(seconds=1)) == batch
+    assert overdue(batch, T0 + timedelta(seconds=1), timedelta(seconds=1)) == []
+
+
+def test_load_strategy_by_name_and_by_path() -> None:
+    assert isinstance(load_strategy("id_hash"), IdHashStrategy)
+    assert isinstance(load_strategy("easyjob.core.strategies:WeightStrategy"), WeightStrategy)
+    with pytest.raises(UnknownStrategyError, match="unknown strategy 'fastest': use one of"):
+        load_strategy("fastest")
+    with pytest.raises(UnknownStrategyError, match="unknown strategy 'nope.mod:X': No module"):
+        load_strategy("nope.mod:X")
+    with pytest.raises(UnknownStrategyError, match="has no select"):
+        load_strategy("easyjob.clock:SystemClock")
