@@ -21,7 +21,6 @@ from easyjob.errors import (
     UnknownStrategyError,
     UnknownTimeZoneError,
 )
-
 from easyjob.node.node import Node
 from easyjob.registry import Registry
 from easyjob.store import Store

@@ -51,9 +51,9 @@ def scheduled(
                 func=path,
                 cron=cron,
                 tz=tz,
-                parent=parent if isinstance(parent, str) else (
-                    func_path(parent) if parent is not None else None
-                ),
+                parent=parent
+                if isinstance(parent, str)
+                else (func_path(parent) if parent is not None else None),
                 misfire=misfire,  # type: ignore[arg-type]
                 misfire_grace=_seconds(misfire_grace, "misfire_grace"),
                 overlap=overlap,  # type: ignore[arg-type]

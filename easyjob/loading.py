@@ -35,7 +35,9 @@ def _load(target: str) -> ModuleType:
     except ConfigError:
         raise
     except Exception as err:
-        raise JobImportError(f"cannot import job module {target!r}: {type(err).__name__}: {err}") from err
+        raise JobImportError(
+            f"cannot import job module {target!r}: {type(err).__name__}: {err}"
+        ) from err
 
 
 def _load_file(path: Path) -> ModuleType:

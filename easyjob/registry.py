@@ -37,8 +37,9 @@ class Registry:
         self._tasks: dict[str, Registered] = {}
         self._parents: dict[str, str | Callable[..., Any]] = {}
 
-    def add(self, fn: Callable[..., Any], spec: TaskSpec,
-            parent: str | Callable[..., Any] | None = None) -> None:
+    def add(
+        self, fn: Callable[..., Any], spec: TaskSpec, parent: str | Callable[..., Any] | None = None
+    ) -> None:
         existing = self._tasks.get(spec.name)
         if existing is not None and existing.spec.func != spec.func:
             raise TaskDefinitionError(
@@ -72,7 +73,9 @@ class Registry:
         for name, entry in self._tasks.items():
             ref = self._parents.get(name)
             parent = None if ref is None else self._resolve(entry, ref)
-            specs[name] = replace(entry.spec, parent=parent) if parent != entry.spec.parent else entry.spec
+            specs[name] = (
+                replace(entry.spec, parent=parent) if parent != entry.spec.parent else entry.spec
+            )
         ordered: list[TaskSpec] = []
         state: dict[str, str] = {}
 
@@ -80,7 +83,7 @@ class Registry:
             if state.get(name) == "done":
                 return
             if state.get(name) == "visiting":
-                cycle = " -> ".join([*path[path.index(name):], name])
+                cycle = " -> ".join([*path[path.index(name) :], name])
                 raise TaskDefinitionError(f"task parents form a cycle: {cycle}")
             state[name] = "visiting"
             parent = specs[name].parent
@@ -120,7 +123,8 @@ def _takes_context(fn: Callable[..., Any], spec: TaskSpec) -> bool:
     except (TypeError, ValueError) as err:
         raise TaskDefinitionError(f"task {spec.name!r}: cannot inspect {fn!r}: {err}") from err
     positional = [
-        p for p in signature.parameters.values()
+        p
+        for p in signature.parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in spec.kwargs
     ]
     takes_context = bool(positional)

@@ -5,8 +5,9 @@ from easyjob import TaskContext, scheduled
 
 @scheduled("*/5 * * * * *")  # every 5 seconds (6 fields: seconds first)
 def heartbeat_report(ctx: TaskContext) -> None:
-    ctx.logger.info("tick %s on %s (attempt %d)", ctx.fire_time.isoformat(), ctx.node_id,
-                    ctx.attempt)
+    ctx.logger.info(
+        "tick %s on %s (attempt %d)", ctx.fire_time.isoformat(), ctx.node_id, ctx.attempt
+    )
 
 
 @scheduled("0/10 * * * * ?", retries=2, retry_delay=1)

@@ -242,7 +242,7 @@ def _resolve(zone: ZoneInfo, wall: datetime) -> tuple[datetime, datetime]:
     fires at the transition and the cursor skips to the gap's end, so a seconds-level
     expression does not walk through the whole gap.
     """
-    fire = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    fire = wall.replace(tzinfo=zone).astimezone(UTC)
     if fire.astimezone(zone).replace(tzinfo=None) == wall:
         return fire, wall
     # In a gap, fold=0 reads the wall time with the offset before the transition (a

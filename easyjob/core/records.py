@@ -12,12 +12,12 @@ from easyjob.core.states import Misfire, NodeStatus, Overlap, RunStatus, TaskSta
 from easyjob.errors import TaskDefinitionError
 
 __all__ = [
+    "Advance",
     "Candidate",
     "HeldRun",
     "HistoryRow",
     "NodeRow",
     "PlannedFire",
-    "Advance",
     "Run",
     "TaskRow",
     "TaskSpec",
@@ -65,7 +65,9 @@ class TaskSpec:
         object.__setattr__(self, "misfire", _enum(Misfire, self.misfire, what, "misfire"))
         object.__setattr__(self, "overlap", _enum(Overlap, self.overlap, what, "overlap"))
         if not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0:
-            raise TaskDefinitionError(f"{what}: retries must be an integer >= 0, got {self.retries!r}")
+            raise TaskDefinitionError(
+                f"{what}: retries must be an integer >= 0, got {self.retries!r}"
+            )
         for name in ("misfire_grace", "retry_delay", "timeout"):
             value = getattr(self, name)
             if value is None and name == "timeout":
@@ -96,12 +98,14 @@ class TaskSpec:
         }
 
 
-def _enum(kind: type[Misfire] | type[Overlap], value: object, what: str, name: str) -> Any:
+def _enum(kind: type[Misfire] | type[Overlap], value: Any, what: str, name: str) -> Any:
     try:
         return kind(value)
     except ValueError:
         allowed = ", ".join(repr(m.value) for m in kind)
-        raise TaskDefinitionError(f"{what}: {name} must be one of {allowed}, got {value!r}") from None
+        raise TaskDefinitionError(
+            f"{what}: {name} must be one of {allowed}, got {value!r}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,7 @@ class TaskRow:
     seen_time: datetime
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> TaskRow:
+    def from_row(cls, row: Mapping[Any, Any]) -> TaskRow:
         values = dict(row)
         values["status"] = TaskStatus(values["status"])
         values["misfire"] = Misfire(values["misfire"])

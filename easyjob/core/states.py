@@ -18,8 +18,8 @@ from enum import StrEnum
 
 __all__ = [
     "HELD",
-    "TERMINAL",
     "RUN_TRANSITIONS",
+    "TERMINAL",
     "Misfire",
     "NodeStatus",
     "Overlap",
@@ -87,12 +87,15 @@ TERMINAL = (
 
 #: The allowed transitions; the store's WHERE clauses enforce exactly these.
 RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
-    RunStatus.PENDING: frozenset(
-        {RunStatus.CLAIMED, RunStatus.MISSED, RunStatus.SKIPPED}
-    ),
+    RunStatus.PENDING: frozenset({RunStatus.CLAIMED, RunStatus.MISSED, RunStatus.SKIPPED}),
     RunStatus.CLAIMED: frozenset(
-        {RunStatus.RUNNING, RunStatus.PENDING, RunStatus.ABANDONED, RunStatus.SKIPPED,
-         RunStatus.MISSED}
+        {
+            RunStatus.RUNNING,
+            RunStatus.PENDING,
+            RunStatus.ABANDONED,
+            RunStatus.SKIPPED,
+            RunStatus.MISSED,
+        }
     ),
     RunStatus.RUNNING: frozenset({RunStatus.SUCCESS, RunStatus.FAILED, RunStatus.ABANDONED}),
     **{status: frozenset() for status in TERMINAL},

@@ -30,7 +30,12 @@ class Dispatcher:
     """A timer heap on one thread, feeding a bounded pool of worker threads."""
 
     def __init__(
-        self, store: Store, runner: Runner, clock: Clock, liveness: Liveness, workers: int,
+        self,
+        store: Store,
+        runner: Runner,
+        clock: Clock,
+        liveness: Liveness,
+        workers: int,
         on_free: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
@@ -111,7 +116,7 @@ class Dispatcher:
         outcome: Requeue | None = None
         try:
             outcome = self._runner.execute(run, cancel)
-        except Exception:  # noqa: BLE001 - a database fault while recording; recovery heals it
+        except Exception:
             log.exception("run %s of %s: could not record its outcome", run.id, run.task_name)
         finally:
             if timer is not None:
@@ -165,5 +170,5 @@ class Dispatcher:
             try:
                 if self._store.runs.release(run):
                     log.info("released run %s of %s (not started)", run.id, run.task_name)
-            except Exception:  # noqa: BLE001 - recovery takes it back if this write is lost
+            except Exception:
                 log.exception("could not release run %s", run.id)

@@ -80,8 +80,12 @@ class Heartbeater(Loop):
         config = self._config
         sent = self._clock.now()
         self._store.nodes.register(
-            config.node_id, host=socket.gethostname(), pid=os.getpid(), weight=config.weight,
-            strategy=config.strategy, workers=config.workers,
+            config.node_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            weight=config.weight,
+            strategy=config.strategy,
+            workers=config.workers,
         )
         db_time = self._store.db.now()
         self._liveness.beat(db_time, sent, self._clock.now())

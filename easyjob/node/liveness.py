@@ -61,4 +61,6 @@ class Liveness:
     def stable(self) -> bool:
         with self._lock:
             since = self._stable_since
-        return self.fresh() and since is not None and self._clock.monotonic() - since >= self._dead_s
+        return (
+            self.fresh() and since is not None and self._clock.monotonic() - since >= self._dead_s
+        )

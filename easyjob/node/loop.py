@@ -49,7 +49,7 @@ class Loop:
             delay: float | None = None
             try:
                 delay = self.step()
-            except Exception:  # noqa: BLE001 - logged; the loop must survive database faults
+            except Exception:
                 self.log.exception("%s step failed; retrying after %.2fs", self.name, self.interval)
             self._wake.wait(self.interval if delay is None else delay)
             self._wake.clear()

@@ -61,14 +61,40 @@ class Node:
         specs = self.registry.resolved()
         rows = self.store.tasks.upsert(specs)
         task_ids = frozenset(row.id for row in rows)
-        runner = Runner(self.store, self.config.node_id, self.registry.by_func(), self.liveness,
-                        retry_poll=min(self.config.poll, 0.5))
-        self.heartbeat = Heartbeater(self.store, self.config, self.clock, self.liveness,
-                                     self.membership, self._counters, self.log)
-        self.dispatcher = Dispatcher(self.store, runner, self.clock, self.liveness,
-                                     self.config.workers, on_free=lambda: self.loader.wake())
-        self.loader = Loader(self.store, self.config, self.strategy, self.liveness,
-                             self.membership, self.dispatcher, task_ids, self.log)
+        runner = Runner(
+            self.store,
+            self.config.node_id,
+            self.registry.by_func(),
+            self.liveness,
+            retry_poll=min(self.config.poll, 0.5),
+        )
+        self.heartbeat = Heartbeater(
+            self.store,
+            self.config,
+            self.clock,
+            self.liveness,
+            self.membership,
+            self._counters,
+            self.log,
+        )
+        self.dispatcher = Dispatcher(
+            self.store,
+            runner,
+            self.clock,
+            self.liveness,
+            self.config.workers,
+            on_free=lambda: self.loader.wake(),
+        )
+        self.loader = Loader(
+            self.store,
+            self.config,
+            self.strategy,
+            self.liveness,
+            self.membership,
+            self.dispatcher,
+            task_ids,
+            self.log,
+        )
         self.recovery = Recoverer(self.store, self.config, self.liveness, self.log)
         self._runner = runner
         self.heartbeat.register()
@@ -77,7 +103,10 @@ class Node:
         self._threads_started = True
         self.log.info(
             "node %s started: %d task(s), strategy %s, %d worker(s), database %s",
-            self.config.node_id, len(specs), self.config.strategy, self.config.workers,
+            self.config.node_id,
+            len(specs),
+            self.config.strategy,
+            self.config.workers,
             self.store.db.url,
         )
 
@@ -93,8 +122,10 @@ class Node:
         self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPING)
         left = self.dispatcher.close(self.config.shutdown_grace)
         if left:
-            self.log.warning("%d run(s) still running after the grace; they will be "
-                             "recovered by other nodes", left)
+            self.log.warning(
+                "%d run(s) still running after the grace; they will be recovered by other nodes",
+                left,
+            )
         self.recovery.stop()
         self.heartbeat.stop()
         self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPED)

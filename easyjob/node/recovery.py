@@ -21,7 +21,10 @@ class Recoverer(Loop):
     name = "recovery"
 
     def __init__(
-        self, store: Store, config: NodeConfig, liveness: Liveness,
+        self,
+        store: Store,
+        config: NodeConfig,
+        liveness: Liveness,
         log: logging.LoggerAdapter[logging.Logger],
     ) -> None:
         super().__init__(config.heartbeat, log)

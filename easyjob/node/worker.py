@@ -36,7 +36,11 @@ class Runner:
     """Executes runs for one node. Thread-safe: one instance serves every worker thread."""
 
     def __init__(
-        self, store: Store, node_id: str, functions: dict[str, Registered], liveness: Liveness,
+        self,
+        store: Store,
+        node_id: str,
+        functions: dict[str, Registered],
+        liveness: Liveness,
         retry_poll: float,
     ) -> None:
         self._store = store
@@ -66,21 +70,32 @@ class Runner:
                 self._close(run, RunStatus.SKIPPED, "skipped: the previous run is still running")
                 return None
             return Requeue(self._retry_poll)
-        if started is None:
-            log.warning("run %s of %s was taken over before it started (fenced)", run.id,
-                        run.task_name)
+        if not isinstance(started, Run):
+            log.warning(
+                "run %s of %s was taken over before it started (fenced)", run.id, run.task_name
+            )
             return None
         self._call(started, entry, cancelled)
         return None
 
     def _call(self, run: Run, entry: Registered, cancelled: threading.Event) -> None:
         ctx = TaskContext(
-            task_name=run.task_name, fire_time=run.fire_time, node_id=self._node_id,
-            attempt=run.attempt, run_id=run.id, kwargs=dict(run.kwargs), cancelled=cancelled,
+            task_name=run.task_name,
+            fire_time=run.fire_time,
+            node_id=self._node_id,
+            attempt=run.attempt,
+            run_id=run.id,
+            kwargs=dict(run.kwargs),
+            cancelled=cancelled,
             logger=logging.LoggerAdapter(
                 logging.getLogger("easyjob.task"),
-                {"task": run.task_name, "fire_time": run.fire_time.isoformat(),
-                 "node_id": self._node_id, "run_id": run.id, "attempt": run.attempt},
+                {
+                    "task": run.task_name,
+                    "fire_time": run.fire_time.isoformat(),
+                    "node_id": self._node_id,
+                    "run_id": run.id,
+                    "attempt": run.attempt,
+                },
             ),
         )
         try:
@@ -88,7 +103,7 @@ class Runner:
                 entry.fn(ctx, **run.kwargs)
             else:
                 entry.fn(**run.kwargs)
-        except BaseException as err:  # noqa: BLE001 - a task's failure is data, not a crash
+        except BaseException as err:
             self.record_failure(run, _describe(err))
             if not isinstance(err, Exception):
                 raise
@@ -96,8 +111,12 @@ class Runner:
             if self._store.runs.finish(run):
                 self._count()
             else:
-                log.warning("run %s of %s finished, but its outcome was fenced: it was taken "
-                            "over or timed out meanwhile", run.id, run.task_name)
+                log.warning(
+                    "run %s of %s finished, but its outcome was fenced: it was taken "
+                    "over or timed out meanwhile",
+                    run.id,
+                    run.task_name,
+                )
 
     def record_failure(self, run: Run, error: str) -> bool:
         """Record a failure (or a timeout) of a RUNNING run, with a retry if any remain."""
@@ -107,9 +126,14 @@ class Runner:
             retry_in = base * (2 ** (run.attempt - 1))
         if self._store.runs.fail(run, error, retry_in=retry_in):
             self._count()
-            log.warning("run %s of %s failed (attempt %d)%s: %s", run.id, run.task_name,
-                        run.attempt, f", retry in {retry_in}" if retry_in else "",
-                        error.splitlines()[0] if error else "")
+            log.warning(
+                "run %s of %s failed (attempt %d)%s: %s",
+                run.id,
+                run.task_name,
+                run.attempt,
+                f", retry in {retry_in}" if retry_in else "",
+                error.splitlines()[0] if error else "",
+            )
             return True
         log.warning("run %s of %s failed, but its outcome was fenced", run.id, run.task_name)
         return False

@@ -58,11 +58,13 @@ class Database:
 
     def write(self, what: str, fn: Callable[[sa.Connection], T]) -> T:
         """Run *fn* in one read-write transaction, retried on transient errors."""
-        return self.retry.retrying(what)(self._once, fn, {})
+        result: T = self.retry.retrying(what)(self._once, fn, {})
+        return result
 
     def read(self, what: str, fn: Callable[[sa.Connection], T]) -> T:
         """Run *fn* in one read-only transaction, retried on transient errors."""
-        return self.retry.retrying(what)(self._once, fn, READONLY)
+        result: T = self.retry.retrying(what)(self._once, fn, READONLY)
+        return result
 
     def _once(self, fn: Callable[[sa.Connection], T], options: Mapping[str, Any]) -> T:
         with self.engine.connect() as conn:

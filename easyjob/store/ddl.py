@@ -21,7 +21,7 @@ __all__ = ["DIALECTS", "render"]
 
 DIALECTS: dict[str, Dialect] = {
     "sqlite": sqlite.dialect(),
-    "postgresql": postgresql.dialect(),
+    "postgresql": postgresql.dialect(),  # type: ignore[no-untyped-call]
     "mysql": mysql.dialect(),
 }
 
@@ -44,8 +44,10 @@ def render(dialect: str) -> str:
         parts.append(create + ";\n")
         for index in sorted(table.indexes, key=lambda i: str(i.name)):
             parts.append(str(CreateIndex(index).compile(dialect=engine_dialect)).strip() + ";\n")
-    version = f"INSERT INTO {meta_table.name} (name, value) VALUES ('schema_version', '{SCHEMA_VERSION}');"
-    parts.append(version)
+    parts.append(
+        f"INSERT INTO {meta_table.name} (name, value) "
+        f"VALUES ('schema_version', '{SCHEMA_VERSION}');"
+    )
     text = "\n".join(parts) + "\n"
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 

@@ -122,7 +122,7 @@ def _sqlite_care(engine: sa.Engine, busy_timeout_s: float) -> None:
         conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
 
-class db_now(FunctionElement[Any]):  # noqa: N801 - reads as a SQL function
+class db_now(FunctionElement[Any]):
     """The database's current UTC time, microsecond (SQLite: millisecond) precision."""
 
     type = UTCDateTime()

@@ -10,7 +10,6 @@ import sqlalchemy as sa
 from easyjob.core.records import HistoryRow
 from easyjob.core.states import TERMINAL, RunStatus, Trigger
 from easyjob.store.database import Database
-from easyjob.store.engine import db_now
 from easyjob.store.schema import task_detail_table, task_table
 
 __all__ = ["HistoryStore"]
@@ -36,7 +35,8 @@ class HistoryStore:
         """At most *limit* runs, newest fire first (ties: newest row first)."""
 
         def read(conn: sa.Connection) -> list[HistoryRow]:
-            query = sa.select(d.c[*_DETAIL], t.c.name.label("task_name")).join_from(
+            columns = [d.c[name] for name in _DETAIL]
+            query = sa.select(*columns, t.c.name.label("task_name")).join_from(
                 d, t, t.c.id == d.c.task_id
             )
             if task is not None:
@@ -85,8 +85,21 @@ class HistoryStore:
 
 
 _DETAIL = [
-    "id", "task_id", "pid", "fire_time", "due_time", "node_id", "status", "triggered_by",
-    "attempt", "claim_time", "start_time", "end_time", "error_msg", "version", "create_time",
+    "id",
+    "task_id",
+    "pid",
+    "fire_time",
+    "due_time",
+    "node_id",
+    "status",
+    "triggered_by",
+    "attempt",
+    "claim_time",
+    "start_time",
+    "end_time",
+    "error_msg",
+    "version",
+    "create_time",
 ]
 
 
@@ -95,5 +108,3 @@ def _history(row: sa.RowMapping) -> HistoryRow:
     values["status"] = RunStatus(values["status"])
     values["triggered_by"] = Trigger(values["triggered_by"])
     return HistoryRow(**values)
-
-

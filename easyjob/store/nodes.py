@@ -34,7 +34,14 @@ class NodeStore:
         self._db = db
 
     def register(
-        self, node_id: str, *, host: str, pid: int, weight: int, strategy: str, workers: int,
+        self,
+        node_id: str,
+        *,
+        host: str,
+        pid: int,
+        weight: int,
+        strategy: str,
+        workers: int,
         clock_offset_ms: int = 0,
     ) -> None:
         """Insert this node's row, RUNNING, heartbeat now (database time). A node id that
@@ -44,15 +51,25 @@ class NodeStore:
         def write(conn: sa.Connection) -> None:
             now = conn.scalar(sa.select(db_now()))
             values = dict(
-                host=host, pid=pid, weight=weight, strategy=strategy, workers=workers,
-                status=str(NodeStatus.RUNNING), started_at=now, heartbeat_at=now,
-                stopped_at=None, clock_offset_ms=clock_offset_ms, claimed_count=0,
+                host=host,
+                pid=pid,
+                weight=weight,
+                strategy=strategy,
+                workers=workers,
+                status=str(NodeStatus.RUNNING),
+                started_at=now,
+                heartbeat_at=now,
+                stopped_at=None,
+                clock_offset_ms=clock_offset_ms,
+                claimed_count=0,
                 completed_count=0,
             )
             reused = conn.execute(
                 n.update()
-                .where(n.c.node_id == node_id,
-                       n.c.status.in_([str(NodeStatus.STOPPED), str(NodeStatus.DEAD)]))
+                .where(
+                    n.c.node_id == node_id,
+                    n.c.status.in_([str(NodeStatus.STOPPED), str(NodeStatus.DEAD)]),
+                )
                 .values(**values, version=n.c.version + 1)
             )
             if reused.rowcount == 0:
@@ -70,9 +87,13 @@ class NodeStore:
         def write(conn: sa.Connection) -> Heartbeat:
             now = conn.scalar(sa.select(db_now()))
             live = [str(NodeStatus.RUNNING), str(NodeStatus.STOPPING)]
-            values = dict(heartbeat_at=now, clock_offset_ms=clock_offset_ms,
-                          claimed_count=claimed, completed_count=completed,
-                          version=n.c.version + 1)
+            values = dict(
+                heartbeat_at=now,
+                clock_offset_ms=clock_offset_ms,
+                claimed_count=claimed,
+                completed_count=completed,
+                version=n.c.version + 1,
+            )
             done = conn.execute(
                 n.update().where(n.c.node_id == node_id, n.c.status.in_(live)).values(**values)
             )
@@ -105,8 +126,11 @@ class NodeStore:
             cutoff = conn.scalar(sa.select(db_now())) - dead_after
             done = conn.execute(
                 n.update()
-                .where(n.c.node_id.in_(node_ids), n.c.heartbeat_at < cutoff,
-                       n.c.status.in_([str(NodeStatus.RUNNING), str(NodeStatus.STOPPING)]))
+                .where(
+                    n.c.node_id.in_(node_ids),
+                    n.c.heartbeat_at < cutoff,
+                    n.c.status.in_([str(NodeStatus.RUNNING), str(NodeStatus.STOPPING)]),
+                )
                 .values(status=str(NodeStatus.DEAD), version=n.c.version + 1)
             )
             return int(done.rowcount)

@@ -148,9 +148,12 @@ class RunStore:
             if _fenced_update(conn, run, RunStatus.RUNNING, {"start_time": db_now()}, ~busy):
                 return run.bumped(RunStatus.RUNNING)
             still = conn.execute(
-                sa.select(d.c.id).where(d.c.id == run.id, d.c.version == run.version,
-                                        d.c.status == str(run.status),
-                                        d.c.node_id == run.node_id)
+                sa.select(d.c.id).where(
+                    d.c.id == run.id,
+                    d.c.version == run.version,
+                    d.c.status == str(run.status),
+                    d.c.node_id == run.node_id,
+                )
             ).first()
             return BLOCKED if still is not None else None
 
@@ -181,9 +184,7 @@ class RunStore:
             if not _fenced_update(conn, run, RunStatus.SUCCESS, {"end_time": db_now()}):
                 return False
             conn.execute(
-                t.update()
-                .where(t.c.id == run.task_id)
-                .values(success_count=t.c.success_count + 1)
+                t.update().where(t.c.id == run.task_id).values(success_count=t.c.success_count + 1)
             )
             _children(conn, run, RunStatus.PENDING, None)
             return True
@@ -206,8 +207,16 @@ class RunStore:
                 _children(conn, run, RunStatus.SKIPPED, f"parent run {run.id} failed")
             else:
                 now = conn.scalar(sa.select(db_now()))
-                _new_attempt(conn, run.task_id, run.pid, run.fire_time, run.attempt + 1,
-                             Trigger.RETRY, now + retry_in, now)
+                _new_attempt(
+                    conn,
+                    run.task_id,
+                    run.pid,
+                    run.fire_time,
+                    run.attempt + 1,
+                    Trigger.RETRY,
+                    now + retry_in,
+                    now,
+                )
             return True
 
         return self._db.write("run_failed", write)
@@ -221,8 +230,16 @@ class RunStore:
         def read(conn: sa.Connection) -> list[HeldRun]:
             cutoff = conn.scalar(sa.select(db_now())) - dead_after
             query = (
-                sa.select(d.c.id, d.c.version, d.c.status, d.c.node_id, d.c.task_id, d.c.pid,
-                          d.c.fire_time, d.c.attempt)
+                sa.select(
+                    d.c.id,
+                    d.c.version,
+                    d.c.status,
+                    d.c.node_id,
+                    d.c.task_id,
+                    d.c.pid,
+                    d.c.fire_time,
+                    d.c.attempt,
+                )
                 .join_from(d, n, n.c.node_id == d.c.node_id, isouter=True)
                 .where(
                     d.c.status.in_([str(s) for s in HELD]),
@@ -251,14 +268,29 @@ class RunStore:
                 reason = f"node {run.node_id} declared dead; taken over by {by_node}"
                 done = conn.execute(
                     d.update()
-                    .where(d.c.id == run.id, d.c.version == run.version,
-                           d.c.status == str(run.status))
-                    .values(status=str(RunStatus.ABANDONED), version=d.c.version + 1,
-                            end_time=now, error_msg=reason)
+                    .where(
+                        d.c.id == run.id, d.c.version == run.version, d.c.status == str(run.status)
+                    )
+                    .values(
+                        status=str(RunStatus.ABANDONED),
+                        version=d.c.version + 1,
+                        end_time=now,
+                        error_msg=reason,
+                    )
                 )
                 if done.rowcount == 1:
-                    created.append(_new_attempt(conn, run.task_id, run.pid, run.fire_time,
-                                                run.attempt + 1, Trigger.RECOVERY, now, now))
+                    created.append(
+                        _new_attempt(
+                            conn,
+                            run.task_id,
+                            run.pid,
+                            run.fire_time,
+                            run.attempt + 1,
+                            Trigger.RECOVERY,
+                            now,
+                            now,
+                        )
+                    )
             return created
 
         return self._db.write("recover_runs", write)
@@ -278,7 +310,10 @@ class RunStore:
 
 
 def _fenced_update(
-    conn: sa.Connection, run: Run, status: RunStatus, values: dict[str, Any],
+    conn: sa.Connection,
+    run: Run,
+    status: RunStatus,
+    values: dict[str, Any],
     *extra: sa.ColumnElement[bool],
 ) -> bool:
     done = conn.execute(
@@ -310,8 +345,18 @@ def _children(conn: sa.Connection, run: Run, status: RunStatus, reason: str | No
         now if terminal else sa.null(),
         now,
     ).where(t.c.pid == run.task_id, t.c.status == str(TaskStatus.ACTIVE))
-    columns = ["task_id", "pid", "fire_time", "due_time", "status", "triggered_by", "attempt",
-               "error_msg", "end_time", "create_time"]
+    columns = [
+        "task_id",
+        "pid",
+        "fire_time",
+        "due_time",
+        "status",
+        "triggered_by",
+        "attempt",
+        "error_msg",
+        "end_time",
+        "create_time",
+    ]
     conn.execute(d.insert().from_select(columns, select))
 
 
@@ -327,12 +372,17 @@ def _new_attempt(
 ) -> int:
     result = conn.execute(
         d.insert().values(
-            task_id=task_id, pid=pid, fire_time=fire_time, due_time=due,
-            status=str(RunStatus.PENDING), triggered_by=str(trigger), attempt=attempt,
+            task_id=task_id,
+            pid=pid,
+            fire_time=fire_time,
+            due_time=due,
+            status=str(RunStatus.PENDING),
+            triggered_by=str(trigger),
+            attempt=attempt,
             create_time=now,
         )
     )
-    return int(result.inserted_primary_key[0])
+    return int(result.inserted_primary_key[0])  # type: ignore[index]
 
 
 def _run(row: Any) -> Run:

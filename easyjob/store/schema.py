@@ -22,8 +22,8 @@ from easyjob.clock import utc
 __all__ = [
     "SCHEMA_VERSION",
     "UTCDateTime",
-    "metadata",
     "meta_table",
+    "metadata",
     "node_table",
     "task_detail_table",
     "task_table",

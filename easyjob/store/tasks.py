@@ -55,9 +55,7 @@ class TaskStore:
         for spec in specs:
             pid = self._parent_id(conn, spec, ids)
             self._update_if_changed(conn, rows[spec.name], spec, pid, now)
-        conn.execute(
-            t.update().where(t.c.name.in_([s.name for s in specs])).values(seen_time=now)
-        )
+        conn.execute(t.update().where(t.c.name.in_([s.name for s in specs])).values(seen_time=now))
         final = self._by_names(conn, [spec.name for spec in specs])
         return [final[spec.name] for spec in specs]
 
@@ -201,9 +199,7 @@ class TaskStore:
             )
             .values(
                 next_start_time=next_value,
-                status=sa.case(
-                    (t.c.id.in_(finished), str(TaskStatus.FINISHED)), else_=t.c.status
-                ),
+                status=sa.case((t.c.id.in_(finished), str(TaskStatus.FINISHED)), else_=t.c.status),
                 version=t.c.version + 1,
                 node_id=node_id,
                 update_time=db_now(),
@@ -249,7 +245,7 @@ class TaskStore:
                     create_time=now,
                 )
             )
-            return int(result.inserted_primary_key[0])
+            return int(result.inserted_primary_key[0])  # type: ignore[index]
 
         return self._db.write("trigger_task", write)
 

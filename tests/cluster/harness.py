@@ -86,8 +86,9 @@ class NodeProcess:
 class Cluster:
     """Node processes sharing one database, a ledger file, and a store to inspect them."""
 
-    def __init__(self, db_url: str, workdir: Path, *, ticks: int = 0,
-                 slow_seconds: float = 2.0) -> None:
+    def __init__(
+        self, db_url: str, workdir: Path, *, ticks: int = 0, slow_seconds: float = 2.0
+    ) -> None:
         self.db_url = db_url
         self.workdir = workdir
         self.ledger_path = workdir / "ledger.txt"
@@ -103,8 +104,17 @@ class Cluster:
 
     def start(self, node_id: str, **options: str) -> NodeProcess:
         settings = {**FAST, **options}
-        argv = [sys.executable, "-m", "easyjob", "run", JOBS, "--db", self.db_url,
-                "--node-id", node_id]
+        argv = [
+            sys.executable,
+            "-m",
+            "easyjob",
+            "run",
+            JOBS,
+            "--db",
+            self.db_url,
+            "--node-id",
+            node_id,
+        ]
         for key, value in settings.items():
             argv += [f"--{key}", value]
         node = NodeProcess(node_id, argv, self.env, self.workdir / f"{node_id}.log")
@@ -134,8 +144,10 @@ class Cluster:
         for node in self.nodes.values():
             try:
                 node.wait(timeout)
-            except subprocess.TimeoutExpired:
-                raise AssertionError(f"node {node.node_id} ignored SIGTERM:\n{node.log()[-3000:]}")
+            except subprocess.TimeoutExpired as err:
+                raise AssertionError(
+                    f"node {node.node_id} ignored SIGTERM:\n{node.log()[-3000:]}"
+                ) from err
 
     def close(self) -> None:
         for node in self.nodes.values():
@@ -156,8 +168,9 @@ class Cluster:
         entries = []
         for line in self.ledger_path.read_text().splitlines():
             task, fire, node, attempt, run_id, event = line.split(" ")
-            entries.append(Entry(task, datetime.fromisoformat(fire), node, int(attempt),
-                                 int(run_id), event))
+            entries.append(
+                Entry(task, datetime.fromisoformat(fire), node, int(attempt), int(run_id), event)
+            )
         return entries
 
     def runs(self, task: str | None = None) -> list[HistoryRow]:
@@ -171,5 +184,7 @@ class Cluster:
         return self.store.db.read("node_status", read)
 
 
-def duplicates(keys: Iterator[tuple[object, ...]] | list[tuple[object, ...]]) -> dict[tuple[object, ...], int]:
+def duplicates(
+    keys: Iterator[tuple[object, ...]] | list[tuple[object, ...]],
+) -> dict[tuple[object, ...], int]:
     return {key: count for key, count in Counter(keys).items() if count > 1}

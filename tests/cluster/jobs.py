@@ -19,8 +19,10 @@ LEDGER = os.environ.get("EASYJOB_TEST_LEDGER", "ledger.txt")
 
 
 def record(ctx: TaskContext, event: str = "ran") -> None:
-    line = (f"{ctx.task_name} {ctx.fire_time.isoformat()} {ctx.node_id} {ctx.attempt} "
-            f"{ctx.run_id} {event}\n")
+    line = (
+        f"{ctx.task_name} {ctx.fire_time.isoformat()} {ctx.node_id} {ctx.attempt} "
+        f"{ctx.run_id} {event}\n"
+    )
     fd = os.open(LEDGER, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())

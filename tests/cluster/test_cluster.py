@@ -23,7 +23,9 @@ WINDOW_S = int(os.environ.get("EASYJOB_TEST_WINDOW", "30"))
 DEAD_S = float(FAST["heartbeat"]) * int(FAST["dead-after"])
 #: docs/concepts.md: a crashed node's run starts again within (dead_after + 1) heartbeats
 #: plus two polls; one more heartbeat of slack for the recovering node's own timer.
-FAILOVER_BOUND_S = (int(FAST["dead-after"]) + 2) * float(FAST["heartbeat"]) + 2 * float(FAST["poll"])
+FAILOVER_BOUND_S = (int(FAST["dead-after"]) + 2) * float(FAST["heartbeat"]) + 2 * float(
+    FAST["poll"]
+)
 
 
 def expected_fires(start: datetime, end: datetime) -> list[datetime]:
@@ -46,22 +48,24 @@ def test_every_fire_runs_exactly_once_on_three_nodes(db_url: str, tmp_path: Path
         assert len(window) == 20 * WINDOW_S
 
         def done() -> bool:
-            ok = {(r.task_name, r.fire_time) for r in cluster.runs()
-                  if r.status == RunStatus.SUCCESS}
+            ok = {
+                (r.task_name, r.fire_time) for r in cluster.runs() if r.status == RunStatus.SUCCESS
+            }
             return all(key in ok for key in window)
 
         wait_until("every fire in the window to succeed", done, WINDOW_S + 30)
         cluster.stop_all()
         ledger = [(e.task, e.fire_time) for e in cluster.ledger()]
-        rows = [(r.task_name, r.fire_time) for r in cluster.runs()
-                if r.status == RunStatus.SUCCESS]
+        rows = [(r.task_name, r.fire_time) for r in cluster.runs() if r.status == RunStatus.SUCCESS]
         assert duplicates(ledger) == {}
         assert duplicates(rows) == {}
         assert set(window) <= set(ledger)
         assert all(r.attempt == 1 for r in cluster.runs())
         per_node = {n: sum(1 for e in cluster.ledger() if e.node == n) for n in cluster.nodes}
-        print(f"\n{db_url.split(':')[0]}: {len(window)} fires expected in window, "
-              f"{len(set(window) & set(ledger))} ran, 0 duplicated; runs per node {per_node}")
+        print(
+            f"\n{db_url.split(':')[0]}: {len(window)} fires expected in window, "
+            f"{len(set(window) & set(ledger))} ran, 0 duplicated; runs per node {per_node}"
+        )
         assert {cluster.node_status(n) for n in cluster.nodes} == {"STOPPED"}
 
 
@@ -96,13 +100,15 @@ def test_kill_9_mid_run_reruns_the_fire_elsewhere_within_the_bound(
         assert second.node_id != holder  # type: ignore[attr-defined]
         assert second.triggered_by == Trigger.RECOVERY  # type: ignore[attr-defined]
         assert failover <= FAILOVER_BOUND_S
-        wait_until("attempt 2 to succeed",
-                   lambda: any(r.status == RunStatus.SUCCESS for r in cluster.runs("slow")), 20)
+        wait_until(
+            "attempt 2 to succeed",
+            lambda: any(r.status == RunStatus.SUCCESS for r in cluster.runs("slow")),
+            20,
+        )
         cluster.stop_all()
         statuses = sorted((r.attempt, r.status) for r in cluster.runs("slow"))
         assert statuses == [(1, RunStatus.ABANDONED), (2, RunStatus.SUCCESS)]
-        assert not [r for r in cluster.runs() if r.status in (RunStatus.RUNNING,
-                                                              RunStatus.CLAIMED)]
+        assert not [r for r in cluster.runs() if r.status in (RunStatus.RUNNING, RunStatus.CLAIMED)]
 
 
 def test_sigstop_past_the_dead_threshold_is_fenced_and_the_node_recovers(
@@ -117,16 +123,25 @@ def test_sigstop_past_the_dead_threshold_is_fenced_and_the_node_recovers(
         paused = cluster.nodes[holder]
         paused.signal(signal.SIGSTOP)
         (other,) = [n for n in cluster.nodes if n != holder]
-        wait_until("attempt 2 to finish on the other node",
-                   lambda: any(r.attempt == 2 and r.status == RunStatus.SUCCESS
-                               for r in cluster.runs("slow")), 30)
+        wait_until(
+            "attempt 2 to finish on the other node",
+            lambda: any(
+                r.attempt == 2 and r.status == RunStatus.SUCCESS for r in cluster.runs("slow")
+            ),
+            30,
+        )
         paused.signal(signal.SIGCONT)
-        wait_until("the paused node to log its fenced outcome",
-                   lambda: "outcome was fenced" in paused.log(), 20)
+        wait_until(
+            "the paused node to log its fenced outcome",
+            lambda: "outcome was fenced" in paused.log(),
+            20,
+        )
         resumed_at = cluster.store.db.now()
-        wait_until("the paused node to run new work again",
-                   lambda: any(e.node == holder and e.fire_time > resumed_at
-                               for e in cluster.ledger()), 20)
+        wait_until(
+            "the paused node to run new work again",
+            lambda: any(e.node == holder and e.fire_time > resumed_at for e in cluster.ledger()),
+            20,
+        )
         cluster.stop_all()
         slow = {r.attempt: r for r in cluster.runs("slow")}
         assert slow[1].status == RunStatus.ABANDONED and slow[1].id == first_id
@@ -151,7 +166,10 @@ def test_sigterm_mid_run_finishes_it_and_stops(db_url: str, tmp_path: Path) -> N
         assert cluster.node_status(holder) == "STOPPED"
         (run,) = cluster.runs("slow")
         assert (run.id, run.status, run.node_id, run.attempt) == (
-            run_id, RunStatus.SUCCESS, holder, 1
+            run_id,
+            RunStatus.SUCCESS,
+            holder,
+            1,
         )
         cluster.stop_all()
         assert [e.event for e in cluster.ledger()] == ["started", "finished"]
@@ -167,14 +185,17 @@ def test_database_restart_loses_no_fire_and_kills_no_node(
             cluster.start(f"node-{i}")
         cluster.wait_live()
         start = cluster.store.db.now().replace(microsecond=0) + timedelta(seconds=2)
-        wait_until("the window to begin", lambda: cluster.store.db.now() > start + timedelta(seconds=2), 20)
+        wait_until(
+            "the window to begin", lambda: cluster.store.db.now() > start + timedelta(seconds=2), 20
+        )
         db_server.restart()
         end = cluster.store.db.now().replace(microsecond=0) + timedelta(seconds=3)
         window = [(f"tick-{i}", f) for i in range(5) for f in expected_fires(start, end)]
 
         def done() -> bool:
-            ok = {(r.task_name, r.fire_time) for r in cluster.runs()
-                  if r.status == RunStatus.SUCCESS}
+            ok = {
+                (r.task_name, r.fire_time) for r in cluster.runs() if r.status == RunStatus.SUCCESS
+            }
             return all(key in ok for key in window)
 
         wait_until("every fire around the restart to succeed", done, 60)

@@ -40,8 +40,12 @@ def _shares(entries: list[Entry]) -> dict[str, float]:
     return {node: counts[node] / len(entries) for node in sorted(counts)}
 
 
-def _run(strategy: str, db_url: str, tmp_path: Path, weights: dict[str, int] | None = None,
-         ) -> tuple[Cluster, list[Entry], list[Entry]]:
+def _run(
+    strategy: str,
+    db_url: str,
+    tmp_path: Path,
+    weights: dict[str, int] | None = None,
+) -> tuple[Cluster, list[Entry], list[Entry]]:
     cluster = Cluster(db_url, tmp_path, ticks=TICKS)
     for node in NODES:
         cluster.start(node, strategy=strategy, weight=str((weights or {}).get(node, 1)))
@@ -49,17 +53,27 @@ def _run(strategy: str, db_url: str, tmp_path: Path, weights: dict[str, int] | N
     first = _window(cluster, 12)
     cluster.nodes["node-2"].kill()
     killed = cluster.store.db.now()
-    wait_until("node-2 to drop out of the live set",
-               lambda: "node-2" not in {n.node_id for n in cluster.store.nodes.live(
-                   timedelta(seconds=1))[1]}, 10)
+    wait_until(
+        "node-2 to drop out of the live set",
+        lambda: (
+            "node-2" not in {n.node_id for n in cluster.store.nodes.live(timedelta(seconds=1))[1]}
+        ),
+        10,
+    )
     second = _window(cluster, 8)
     cluster.stop_all()
     entries = cluster.ledger()
-    assert duplicates([(e.task, e.fire_time) for e in entries
-                       if e.fire_time > killed + timedelta(seconds=2)]) == {}
+    assert (
+        duplicates(
+            [(e.task, e.fire_time) for e in entries if e.fire_time > killed + timedelta(seconds=2)]
+        )
+        == {}
+    )
     phase1, phase2 = _in(entries, *first), _in(entries, *second)
-    print(f"\n{strategy} on {db_url.split(':')[0]}: shares with 3 nodes {_shares(phase1)}, "
-          f"after node-2 died {_shares(phase2)}")
+    print(
+        f"\n{strategy} on {db_url.split(':')[0]}: shares with 3 nodes {_shares(phase1)}, "
+        f"after node-2 died {_shares(phase2)}"
+    )
     cluster.close()
     return cluster, phase1, phase2
 
@@ -71,7 +85,7 @@ def _survivors_share(phase2: list[Entry], at_least: float) -> None:
 
 
 def test_id_hash_keeps_each_task_on_its_node(db_url: str, tmp_path: Path) -> None:
-    cluster, phase1, phase2 = _run("id_hash", db_url, tmp_path)
+    _, phase1, phase2 = _run("id_hash", db_url, tmp_path)
     owners: dict[str, set[str]] = {}
     for entry in phase1:
         owners.setdefault(entry.task, set()).add(entry.node)

@@ -34,7 +34,10 @@ def test_claim_returns_the_run_with_its_task(store: Store) -> None:
     (candidate,) = _candidates(store, [run_id])
     (run,) = store.runs.claim("node-a", [candidate])
     assert (run.id, run.version, run.status, run.node_id) == (
-        run_id, candidate.version + 1, RunStatus.CLAIMED, "node-a"
+        run_id,
+        candidate.version + 1,
+        RunStatus.CLAIMED,
+        "node-a",
     )
     assert (run.task_name, run.func, run.attempt) == ("job", "tests.jobs:noop", 1)
     assert _row(store, run_id)["claim_time"] is not None
@@ -48,29 +51,33 @@ def test_second_claim_of_the_same_version_loses(store: Store) -> None:
     assert _row(store, run_id)["node_id"] == "node-a"
 
 
+def _race(store: Store, candidates: list[Candidate], nodes: int) -> list[str]:
+    barrier = threading.Barrier(nodes)
+    wins: list[str] = []
+
+    def claim(node: str) -> None:
+        barrier.wait()
+        if store.runs.claim(node, candidates):
+            wins.append(node)
+
+    threads = [threading.Thread(target=claim, args=(f"node-{i}",)) for i in range(nodes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return wins
+
+
 def test_threads_racing_for_one_fire_exactly_one_wins(store: Store) -> None:
-    run_ids = make_pending(store, fires=10)
-    for run_id in run_ids:
-        candidates = _candidates(store, [run_id])
-        barrier = threading.Barrier(4)
-        wins: list[str] = []
-
-        def claim(node: str, candidates: list[Candidate] = candidates) -> None:
-            barrier.wait()
-            if store.runs.claim(node, candidates):
-                wins.append(node)
-
-        threads = [threading.Thread(target=claim, args=(f"node-{i}",)) for i in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+    for run_id in make_pending(store, fires=10):
+        wins = _race(store, _candidates(store, [run_id]), nodes=4)
         assert len(wins) == 1, wins
         assert _row(store, run_id)["node_id"] == wins[0]
 
 
-def _claim_in_process(url: str, node: str, candidates: list[Candidate], start: object,
-                      out: object) -> None:
+def _claim_in_process(
+    url: str, node: str, candidates: list[Candidate], start: object, out: object
+) -> None:
     store = Store.open(url, retry=FAST_RETRY)
     start.wait()  # type: ignore[attr-defined]
     won = store.runs.claim(node, candidates)
@@ -176,7 +183,8 @@ def test_misfired_and_skipped_claims_close_with_a_reason(store: Store) -> None:
     assert store.runs.close_unstarted(first, RunStatus.MISSED, "started 90s late")
     assert store.runs.close_unstarted(second, RunStatus.SKIPPED, "previous run still running")
     assert (_row(store, first.id)["status"], _row(store, first.id)["error_msg"]) == (
-        "MISSED", "started 90s late"
+        "MISSED",
+        "started 90s late",
     )
     assert _row(store, second.id)["status"] == "SKIPPED"
     with pytest.raises(ValueError, match="cannot be closed as"):

@@ -29,8 +29,11 @@ def _register(store: Store, node: str) -> None:
 def _age(store: Store, node: str, seconds: float) -> None:
     def write(conn: sa.Connection) -> None:
         row = conn.execute(sa.select(n.c.heartbeat_at).where(n.c.node_id == node)).one()
-        conn.execute(n.update().where(n.c.node_id == node)
-                     .values(heartbeat_at=row[0] - timedelta(seconds=seconds)))
+        conn.execute(
+            n.update()
+            .where(n.c.node_id == node)
+            .values(heartbeat_at=row[0] - timedelta(seconds=seconds))
+        )
 
     store.db.write("age", write)
 
@@ -55,10 +58,15 @@ def test_failure_with_retry_makes_the_next_attempt_later(store: Store) -> None:
     assert store.runs.fail(running, "ValueError: boom", retry_in=timedelta(seconds=30))
     failed, retry = sorted(store.history.runs(task="job"), key=lambda r: r.attempt)
     assert (failed.status, failed.error_msg, failed.end_time is not None) == (
-        RunStatus.FAILED, "ValueError: boom", True
+        RunStatus.FAILED,
+        "ValueError: boom",
+        True,
     )
     assert (retry.status, retry.attempt, retry.triggered_by, retry.fire_time) == (
-        RunStatus.PENDING, 2, Trigger.RETRY, failed.fire_time
+        RunStatus.PENDING,
+        2,
+        Trigger.RETRY,
+        failed.fire_time,
     )
     assert retry.due_time >= before + timedelta(seconds=29)
     assert store.runs.pending(before + timedelta(seconds=5), 10) == []
@@ -73,7 +81,9 @@ def test_final_failure_records_children_skipped(store: Store) -> None:
     assert store.runs.fail(running, "boom", retry_in=None)
     (child,) = store.history.runs(task="child")
     assert (child.status, child.pid, child.error_msg) == (
-        RunStatus.SKIPPED, running.id, f"parent run {running.id} failed"
+        RunStatus.SKIPPED,
+        running.id,
+        f"parent run {running.id} failed",
     )
 
 
@@ -83,13 +93,15 @@ def test_dead_nodes_runs_are_recovered_once_with_the_next_attempt(store: Store) 
     run_ids = make_pending(store, fires=2)
     running = _claim_start(store, "dead", run_ids[0])
     horizon = store.db.now() + timedelta(days=1)
-    (claimed,) = store.runs.claim("dead", [c for c in store.runs.pending(horizon, 10)
-                                           if c.id == run_ids[1]])
+    (claimed,) = store.runs.claim(
+        "dead", [c for c in store.runs.pending(horizon, 10) if c.id == run_ids[1]]
+    )
     assert store.runs.held_by_dead(timedelta(seconds=3), 100) == []
     _age(store, "dead", 10)
     held = store.runs.held_by_dead(timedelta(seconds=3), 100)
     assert sorted((h.id, h.status) for h in held) == [
-        (run_ids[0], RunStatus.RUNNING), (run_ids[1], RunStatus.CLAIMED)
+        (run_ids[0], RunStatus.RUNNING),
+        (run_ids[1], RunStatus.CLAIMED),
     ]
     created = store.runs.recover(held, "alive")
     assert len(created) == 2
@@ -101,7 +113,7 @@ def test_dead_nodes_runs_are_recovered_once_with_the_next_attempt(store: Store) 
     }
     old = store.history.runs(ids=run_ids)
     assert {r.status for r in old} == {RunStatus.ABANDONED}
-    assert all("node dead declared dead; taken over by alive" == r.error_msg for r in old)
+    assert all(r.error_msg == "node dead declared dead; taken over by alive" for r in old)
     # The dead node comes back and reports its outcome: fenced, nothing changes.
     assert store.runs.finish(running) is False
     assert store.runs.start(claimed) is None

@@ -17,15 +17,25 @@ from easyjob.store.schema import node_table as n
 
 
 def _register(store: Store, node: str, **kw: int) -> None:
-    store.nodes.register(node, host="h", pid=os.getpid(), weight=kw.get("weight", 1),
-                         strategy="default", workers=2, clock_offset_ms=kw.get("offset", 0))
+    store.nodes.register(
+        node,
+        host="h",
+        pid=os.getpid(),
+        weight=kw.get("weight", 1),
+        strategy="default",
+        workers=2,
+        clock_offset_ms=kw.get("offset", 0),
+    )
 
 
 def _age(store: Store, node: str, seconds: float) -> None:
     def write(conn: sa.Connection) -> None:
         (at,) = conn.execute(sa.select(n.c.heartbeat_at).where(n.c.node_id == node)).one()
-        conn.execute(n.update().where(n.c.node_id == node)
-                     .values(heartbeat_at=at - timedelta(seconds=seconds)))
+        conn.execute(
+            n.update()
+            .where(n.c.node_id == node)
+            .values(heartbeat_at=at - timedelta(seconds=seconds))
+        )
 
     store.db.write("age", write)
 
@@ -35,7 +45,9 @@ def test_a_node_30s_off_is_live_by_database_time(store: Store) -> None:
     beat = store.nodes.heartbeat("skewed", clock_offset_ms=30_000, claimed=5, completed=4)
     assert beat.accepted and not beat.revived
     now, live = store.nodes.live(timedelta(seconds=3))
-    assert [(x.node_id, x.clock_offset_ms, x.claimed_count) for x in live] == [("skewed", 30_000, 5)]
+    assert [(x.node_id, x.clock_offset_ms, x.claimed_count) for x in live] == [
+        ("skewed", 30_000, 5)
+    ]
     assert timedelta(0) <= live[0].age < timedelta(seconds=3)
     assert abs((beat.db_time - now).total_seconds()) < 3
 
@@ -81,8 +93,14 @@ def test_registering_a_live_node_id_twice_is_refused(store: Store) -> None:
 
 
 _FAKETIME = next(
-    (p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-                 "/usr/lib/faketime/libfaketime.so.1") if Path(p).exists()),
+    (
+        p
+        for p in (
+            "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+            "/usr/lib/faketime/libfaketime.so.1",
+        )
+        if Path(p).exists()
+    ),
     None,
 )
 _HEARTBEAT = """
@@ -102,8 +120,14 @@ def test_a_process_whose_clock_is_30s_behind_stays_live(store: Store, db_url: st
         pytest.skip("SQLite has no clock of its own: its 'now' is the calling process's clock")
     assert _FAKETIME is not None, "libfaketime is required in CI (make deps installs it)"
     env = {**os.environ, "LD_PRELOAD": _FAKETIME, "FAKETIME": "-30s"}
-    out = subprocess.run([sys.executable, "-c", _HEARTBEAT, db_url], env=env, check=True,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", _HEARTBEAT, db_url],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     skew = float(out.stdout.strip().splitlines()[-1])
     assert -40 < skew < -20  # the child's clock really was 30 s behind the database's
     _, live = store.nodes.live(timedelta(seconds=3))

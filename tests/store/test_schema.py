@@ -42,7 +42,7 @@ def test_the_sql_file_creates_the_same_schema(db_url: str) -> None:
 
 def test_create_is_idempotent_and_checked(db_url: str) -> None:
     db = Database.open(db_url)
-    with pytest.raises(SchemaMissingError, match="tables are missing in .*run `easyjob init-db`"):
+    with pytest.raises(SchemaMissingError, match=r"tables are missing in .*run `easyjob init-db`"):
         db.check_schema()
     db.create_schema()
     db.create_schema()

@@ -23,9 +23,7 @@ def test_upsert_inserts_then_is_idempotent(store: Store) -> None:
     assert first.next_start_time is not None and first.next_start_time.microsecond == 0
     assert first.next_start_time > store.db.now() - timedelta(seconds=1)
     (again,) = store.tasks.upsert([every_second("a", kwargs={"n": 1})])
-    assert (again.id, again.version, again.next_start_time) == (
-        first.id, 0, first.next_start_time
-    )
+    assert (again.id, again.version, again.next_start_time) == (first.id, 0, first.next_start_time)
     assert again.seen_time >= first.seen_time
 
 
@@ -37,8 +35,9 @@ def test_changed_cron_bumps_version_and_next_fire(store: Store) -> None:
     assert (changed.cron_expr, changed.tz) == ("@hourly", "Europe/Berlin")
     assert changed.next_start_time is not None
     assert (changed.next_start_time.minute, changed.next_start_time.second) == (0, 0)
-    (policy,) = store.tasks.upsert([TaskSpec(name="a", func="tests.jobs:noop", cron="@hourly",
-                                             tz="Europe/Berlin", retries=3)])
+    (policy,) = store.tasks.upsert(
+        [TaskSpec(name="a", func="tests.jobs:noop", cron="@hourly", tz="Europe/Berlin", retries=3)]
+    )
     assert (policy.retries, policy.next_start_time) == (3, changed.next_start_time)
 
 
@@ -77,7 +76,9 @@ def test_two_nodes_registering_at_once_create_each_task_once(store: Store) -> No
     for thread in threads:
         thread.join()
     assert errors == []
-    count = store.db.read("count", lambda conn: conn.scalar(sa.select(sa.func.count()).select_from(t)))
+    count = store.db.read(
+        "count", lambda conn: conn.scalar(sa.select(sa.func.count()).select_from(t))
+    )
     assert count == 20
 
 
@@ -108,8 +109,12 @@ def test_advance_is_version_checked_and_writes_fires(store: Store) -> None:
 def test_advance_batch_reports_only_tasks_it_moved(store: Store) -> None:
     rows = store.tasks.upsert([every_second(f"t{i}") for i in range(4)])
     advances = [
-        Advance(r.id, r.version, r.next_start_time + timedelta(seconds=1),  # type: ignore[operator]
-                (PlannedFire(r.next_start_time),))  # type: ignore[arg-type]
+        Advance(
+            r.id,
+            r.version,
+            r.next_start_time + timedelta(seconds=1),  # type: ignore[operator]
+            (PlannedFire(r.next_start_time),),
+        )  # type: ignore[arg-type]
         for r in rows
     ]
     assert store.tasks.advance("node-b", advances[2:]) == [rows[2].id, rows[3].id]
@@ -120,10 +125,26 @@ def test_advance_batch_reports_only_tasks_it_moved(store: Store) -> None:
 def test_the_database_refuses_a_second_row_for_one_cron_fire(store: Store) -> None:
     (task,) = store.tasks.upsert([every_second("a")])
     fire = task.next_start_time
-    store.tasks.advance("n", [Advance(task.id, task.version, fire + timedelta(seconds=1),  # type: ignore[operator]
-                                      (PlannedFire(fire),))])  # type: ignore[arg-type]
-    row = {"task_id": task.id, "fire_time": fire, "due_time": fire, "status": "PENDING",
-           "triggered_by": "cron", "attempt": 1, "create_time": fire}
+    store.tasks.advance(
+        "n",
+        [
+            Advance(
+                task.id,
+                task.version,
+                fire + timedelta(seconds=1),  # type: ignore[operator]
+                (PlannedFire(fire),),
+            )
+        ],
+    )  # type: ignore[arg-type]
+    row = {
+        "task_id": task.id,
+        "fire_time": fire,
+        "due_time": fire,
+        "status": "PENDING",
+        "triggered_by": "cron",
+        "attempt": 1,
+        "create_time": fire,
+    }
     with pytest.raises(sa.exc.IntegrityError):
         store.db.write("dup", lambda conn: conn.execute(d.insert().values(**row)))
     retry = {**row, "attempt": 2, "triggered_by": "retry"}

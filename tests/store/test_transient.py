@@ -17,15 +17,16 @@ from tests.store.conftest import every_second
 def _error(fn: object) -> BaseException:
     try:
         fn()  # type: ignore[operator]
-    except Exception as err:  # noqa: BLE001 - the error is the subject of the test
+    except Exception as err:
         return err
     raise AssertionError("no error raised")
 
 
 @pytest.fixture
 def two_connections(store: Store) -> Iterator[tuple[sa.Connection, sa.Connection]]:
-    quick = Database.open(str(store.db.engine.url.render_as_string(hide_password=False)),
-                          busy_timeout_s=0.1)
+    quick = Database.open(
+        str(store.db.engine.url.render_as_string(hide_password=False)), busy_timeout_s=0.1
+    )
     first, second = store.db.engine.connect(), quick.engine.connect()
     yield first, second
     first.close()
@@ -85,9 +86,7 @@ def test_killed_connections_are_retried(store: Store, db_server: DatabaseServer 
     assert store.tasks.get("a").name == "a"  # pool pre-ping and retries hide the loss
 
 
-def test_a_write_waits_out_a_server_restart(
-    store: Store, db_server: DatabaseServer | None
-) -> None:
+def test_a_write_waits_out_a_server_restart(store: Store, db_server: DatabaseServer | None) -> None:
     if db_server is None:
         pytest.skip("SQLite has no server to restart")
     store.tasks.upsert([every_second("a")])

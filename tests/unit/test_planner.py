@@ -13,13 +13,32 @@ T0 = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
 EVERY_SECOND = CronSchedule.parse("* * * * * *")
 
 
-def task(next_start: datetime, misfire: Misfire = Misfire.FIRE_ONCE, grace_ms: int = 5000) -> TaskRow:
+def task(
+    next_start: datetime, misfire: Misfire = Misfire.FIRE_ONCE, grace_ms: int = 5000
+) -> TaskRow:
     return TaskRow(
-        id=7, name="t", func="m:f", cron_expr="* * * * * *", tz="UTC", pid=None,
-        status=TaskStatus.ACTIVE, next_start_time=next_start, version=3, node_id=None,
-        misfire=misfire, misfire_grace_ms=grace_ms, overlap=Overlap.SERIAL, retries=0,
-        retry_delay_ms=1000, timeout_ms=None, kwargs={}, success_count=0, fail_count=0,
-        create_time=T0, update_time=T0, seen_time=T0,
+        id=7,
+        name="t",
+        func="m:f",
+        cron_expr="* * * * * *",
+        tz="UTC",
+        pid=None,
+        status=TaskStatus.ACTIVE,
+        next_start_time=next_start,
+        version=3,
+        node_id=None,
+        misfire=misfire,
+        misfire_grace_ms=grace_ms,
+        overlap=Overlap.SERIAL,
+        retries=0,
+        retry_delay_ms=1000,
+        timeout_ms=None,
+        kwargs={},
+        success_count=0,
+        fail_count=0,
+        create_time=T0,
+        update_time=T0,
+        seen_time=T0,
     )
 
 
@@ -41,7 +60,9 @@ def test_fire_once_runs_the_latest_late_fire_and_misses_the_rest() -> None:
     # late: T0 .. T0+4 (older than now - 5 s grace); T0+4 runs once, T0+5 .. T0+11 on time
     assert statuses(advance.fires) == ["M"] * 4 + ["P"] * 8
     missed = advance.fires[0]
-    assert missed.error_msg == "missed: not started within its misfire grace of 5s (policy fire_once)"
+    assert (
+        missed.error_msg == "missed: not started within its misfire grace of 5s (policy fire_once)"
+    )
 
 
 def test_skip_misses_every_late_fire() -> None:

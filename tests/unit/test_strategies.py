@@ -24,9 +24,16 @@ LIVE = ["a", "b", "c"]
 
 
 def candidates(n: int, tasks: int | None = None) -> list[Candidate]:
-    return [Candidate(id=i, task_id=i % (tasks or n), version=0,
-                      fire_time=T0 + timedelta(seconds=i // (tasks or n)), due_time=T0)
-            for i in range(n)]
+    return [
+        Candidate(
+            id=i,
+            task_id=i % (tasks or n),
+            version=0,
+            fire_time=T0 + timedelta(seconds=i // (tasks or n)),
+            due_time=T0,
+        )
+        for i in range(n)
+    ]
 
 
 def owners(strategy: object, batch: list[Candidate], **view: object) -> dict[int, str]:
@@ -91,7 +98,7 @@ def test_load_strategy_by_name_and_by_path() -> None:
     assert isinstance(load_strategy("easyjob.core.strategies:WeightStrategy"), WeightStrategy)
     with pytest.raises(UnknownStrategyError, match="unknown strategy 'fastest': use one of"):
         load_strategy("fastest")
-    with pytest.raises(UnknownStrategyError, match="unknown strategy 'nope.mod:X': No module"):
+    with pytest.raises(UnknownStrategyError, match=r"unknown strategy 'nope\.mod:X': No module"):
         load_strategy("nope.mod:X")
     with pytest.raises(UnknownStrategyError, match="has no select"):
         load_strategy("easyjob.clock:SystemClock")
