@@ -63,7 +63,7 @@ def scheduled(
                 kwargs=dict(kwargs or {}),
                 enabled=enabled,
             )
-            (registry or default_registry).add(fn, spec, parent)
+            (registry if registry is not None else default_registry).add(fn, spec, parent)
         except ConfigError as err:
             raise type(err)(f"{where}: {err}") from err
         return fn

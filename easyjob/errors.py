@@ -8,6 +8,7 @@
     │   ├── UnknownTimeZoneError (LookupError)   not an IANA time zone
     │   ├── UnknownStrategyError (LookupError)   no such claim strategy
     │   ├── TaskDefinitionError                  bad @scheduled arguments, parents, names
+    │   ├── NodeIdInUseError                     --node-id of a node that is alive
     │   └── DatabaseURLError                     a URL SQLAlchemy cannot use
     ├── DatabaseError                            the database cannot be used
     │   ├── DatabaseUnavailableError (ConnectionError)
@@ -27,6 +28,7 @@ __all__ = [
     "DatabaseURLError",
     "DatabaseUnavailableError",
     "EasyJobError",
+    "NodeIdInUseError",
     "SchemaMissingError",
     "SchemaVersionError",
     "TaskDefinitionError",
@@ -58,6 +60,10 @@ class UnknownStrategyError(ConfigError, LookupError):
 
 class TaskDefinitionError(ConfigError):
     """A task definition is inconsistent: duplicate name, unknown or cyclic parent, bad policy."""
+
+
+class NodeIdInUseError(ConfigError):
+    """A node id given in the configuration belongs to a node that is alive."""
 
 
 class DatabaseURLError(ConfigError):

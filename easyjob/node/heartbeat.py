@@ -11,6 +11,7 @@ from collections.abc import Callable
 from easyjob.clock import Clock
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import NodeRow
+from easyjob.errors import NodeIdInUseError
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
 from easyjob.store import Store
@@ -77,16 +78,31 @@ class Heartbeater(Loop):
         self._membership.set(self._store.nodes.live(self._config.dead_threshold)[1])
 
     def register(self) -> None:
+        """Write this node's row. If a row with this id has a fresh heartbeat, wait up to a
+        dead threshold: a crashed predecessor's heartbeat goes stale and the id is taken over;
+        a live node's stays fresh, and NodeIdInUseError is raised."""
         config = self._config
-        sent = self._clock.now()
-        self._store.nodes.register(
-            config.node_id,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            weight=config.weight,
-            strategy=config.strategy,
-            workers=config.workers,
-        )
+        deadline = self._clock.monotonic() + config.dead_threshold.total_seconds() * 1.5
+        while True:
+            sent = self._clock.now()
+            try:
+                self._store.nodes.register(
+                    config.node_id,
+                    host=socket.gethostname(),
+                    pid=os.getpid(),
+                    weight=config.weight,
+                    strategy=config.strategy,
+                    workers=config.workers,
+                    dead_after=config.dead_threshold,
+                )
+                break
+            except NodeIdInUseError:
+                if self._clock.monotonic() > deadline:
+                    raise
+                self.log.info(
+                    "node id %s has a fresh heartbeat; waiting to see it go stale", config.node_id
+                )
+                self._stop.wait(config.heartbeat)
         db_time = self._store.db.now()
         self._liveness.beat(db_time, sent, self._clock.now())
         self._membership.set(self._store.nodes.live(config.dead_threshold)[1])

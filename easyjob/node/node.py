@@ -98,6 +98,7 @@ class Node:
         self.recovery = Recoverer(self.store, self.config, self.liveness, self.log)
         self._runner = runner
         self.heartbeat.register()
+        self._recover_predecessor()
         for part in (self.heartbeat, self.dispatcher, self.loader, self.recovery):
             part.start()
         self._threads_started = True
@@ -109,6 +110,17 @@ class Node:
             self.config.workers,
             self.store.db.url,
         )
+
+    def _recover_predecessor(self) -> None:
+        """A restart under a configured id is a new incarnation: whatever the crashed
+        predecessor held is taken back as new attempts, never adopted."""
+        while held := self.store.runs.held_by(self.config.node_id, self.config.batch):
+            created = self.store.runs.recover(held, self.config.node_id)
+            if not created:
+                break
+            self.log.warning(
+                "took back %d run(s) held by this id's previous incarnation", len(created)
+            )
 
     def _counters(self) -> tuple[int, int]:
         return self.dispatcher.claimed, self._runner.completed

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import timedelta
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import sqlalchemy as sa
 
 from easyjob.core.records import HistoryRow
 from easyjob.core.states import TERMINAL, RunStatus, Trigger
 from easyjob.store.database import Database
+from easyjob.store.engine import db_now
 from easyjob.store.schema import task_detail_table, task_table
 
-__all__ = ["HistoryStore"]
+__all__ = ["Backlog", "HistoryStore"]
 
 d = task_detail_table
 t = task_table
@@ -82,6 +84,51 @@ class HistoryStore:
                 progress(total)
             if deleted < batch:
                 return total
+
+    def failures(
+        self,
+        *,
+        limit: int = 10,
+        statuses: Sequence[RunStatus] = (RunStatus.FAILED, RunStatus.MISSED, RunStatus.ABANDONED),
+    ) -> list[HistoryRow]:
+        """At most *limit* runs that ended in one of *statuses* (by default every bad ending:
+        failed, missed, abandoned by a dead node), the most recently ended first."""
+
+        def read(conn: sa.Connection) -> list[HistoryRow]:
+            query = (
+                sa.select(d.c[*_DETAIL], t.c.name.label("task_name"))
+                .join_from(d, t, t.c.id == d.c.task_id)
+                .where(d.c.status.in_([str(s) for s in statuses]))
+                .order_by(d.c.end_time.desc(), d.c.id.desc())
+                .limit(limit)
+            )
+            return [_history(row) for row in conn.execute(query).mappings()]
+
+        return self._db.read("failures", read)
+
+    def backlog(self) -> tuple[datetime, dict[int, Backlog]]:
+        """The database time and, by task id, the PENDING runs already due then (not yet
+        claimed by any node): how many, and the oldest ``due_time``. Tasks with none are
+        absent. Served by the index on (status, due_time)."""
+
+        def read(conn: sa.Connection) -> tuple[datetime, dict[int, Backlog]]:
+            now = conn.scalar(sa.select(db_now()))
+            query = (
+                sa.select(d.c.task_id, sa.func.count(), sa.func.min(d.c.due_time))
+                .where(d.c.status == str(RunStatus.PENDING), d.c.due_time <= now)
+                .group_by(d.c.task_id)
+            )
+            found = {int(row[0]): Backlog(int(row[1]), row[2]) for row in conn.execute(query)}
+            return now, found
+
+        return self._db.read("backlog", read)
+
+
+class Backlog(NamedTuple):
+    """A task's PENDING runs that are due: how many, and the oldest due time."""
+
+    count: int
+    oldest_due: datetime
 
 
 _DETAIL = [

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from easyjob.core.records import NodeRow
 from easyjob.core.states import NodeStatus
+from easyjob.errors import NodeIdInUseError
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
 from easyjob.store.schema import node_table
@@ -42,14 +43,18 @@ class NodeStore:
         weight: int,
         strategy: str,
         workers: int,
+        dead_after: timedelta | None = None,
         clock_offset_ms: int = 0,
     ) -> None:
-        """Insert this node's row, RUNNING, heartbeat now (database time). A node id that
-        exists already is taken over only if that row is STOPPED or DEAD (a restart under a
-        configured id); its counters start again."""
+        """Insert this node's row, RUNNING, heartbeat now (database time).
+
+        A node id that exists already (a restart under a configured id) is taken over only if
+        that row is STOPPED or DEAD, or its heartbeat is older than *dead_after* (when given):
+        the predecessor crashed. Otherwise NodeIdInUseError: a live node has this id."""
 
         def write(conn: sa.Connection) -> None:
             now = conn.scalar(sa.select(db_now()))
+            stale = sa.false() if dead_after is None else n.c.heartbeat_at < now - dead_after
             values = dict(
                 host=host,
                 pid=pid,
@@ -68,12 +73,22 @@ class NodeStore:
                 n.update()
                 .where(
                     n.c.node_id == node_id,
-                    n.c.status.in_([str(NodeStatus.STOPPED), str(NodeStatus.DEAD)]),
+                    sa.or_(
+                        n.c.status.in_([str(NodeStatus.STOPPED), str(NodeStatus.DEAD)]),
+                        stale,
+                    ),
                 )
                 .values(**values, version=n.c.version + 1)
             )
-            if reused.rowcount == 0:
-                conn.execute(n.insert().values(node_id=node_id, version=0, **values))
+            if reused.rowcount == 1:
+                return
+            exists = conn.scalar(sa.select(n.c.node_id).where(n.c.node_id == node_id))
+            if exists is not None:
+                raise NodeIdInUseError(
+                    f"node id {node_id!r} is in use by a live node (its heartbeat is fresh); "
+                    "give each node its own id, or leave --node-id out to generate one"
+                )
+            conn.execute(n.insert().values(node_id=node_id, version=0, **values))
 
         self._db.write("register_node", write)
 

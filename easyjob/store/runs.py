@@ -50,6 +50,18 @@ _RUN_COLUMNS = (
 )
 
 
+_HELD_COLUMNS = (
+    d.c.id,
+    d.c.version,
+    d.c.status,
+    d.c.node_id,
+    d.c.task_id,
+    d.c.pid,
+    d.c.fire_time,
+    d.c.attempt,
+)
+
+
 class Blocked:
     """The result of an exclusive start while another run of the same task is RUNNING."""
 
@@ -230,16 +242,7 @@ class RunStore:
         def read(conn: sa.Connection) -> list[HeldRun]:
             cutoff = conn.scalar(sa.select(db_now())) - dead_after
             query = (
-                sa.select(
-                    d.c.id,
-                    d.c.version,
-                    d.c.status,
-                    d.c.node_id,
-                    d.c.task_id,
-                    d.c.pid,
-                    d.c.fire_time,
-                    d.c.attempt,
-                )
+                sa.select(*_HELD_COLUMNS)
                 .join_from(d, n, n.c.node_id == d.c.node_id, isouter=True)
                 .where(
                     d.c.status.in_([str(s) for s in HELD]),
@@ -255,6 +258,21 @@ class RunStore:
             return [_held(row) for row in conn.execute(query).mappings()]
 
         return self._db.read("held_by_dead", read)
+
+    def held_by(self, node_id: str, limit: int) -> list[HeldRun]:
+        """At most *limit* CLAIMED/RUNNING runs of *node_id*: at start, a node taking over a
+        configured id recovers what its crashed predecessor held."""
+
+        def read(conn: sa.Connection) -> list[HeldRun]:
+            query = (
+                sa.select(*_HELD_COLUMNS)
+                .where(d.c.status.in_([str(s) for s in HELD]), d.c.node_id == node_id)
+                .order_by(d.c.id)
+                .limit(limit)
+            )
+            return [_held(row) for row in conn.execute(query).mappings()]
+
+        return self._db.read("held_by", read)
 
     def recover(self, runs: Sequence[HeldRun], by_node: str) -> list[int]:
         """Take back *runs* of dead nodes: each goes ABANDONED (version-checked) and a new

@@ -204,3 +204,44 @@ def test_database_restart_loses_no_fire_and_kills_no_node(
         ledger = [(e.task, e.fire_time) for e in cluster.ledger()]
         assert set(window) <= set(ledger)
         assert duplicates(ledger) == {}
+
+
+def test_a_restart_under_the_same_id_never_adopts_its_predecessors_claims(
+    db_url: str, tmp_path: Path
+) -> None:
+    with Cluster(db_url, tmp_path, slow_seconds=1.0) as cluster:
+        # A single node: nobody else can recover the run, the new incarnation must.
+        cluster.start("solo")
+        cluster.wait_live()
+        cluster.store.tasks.trigger("slow")
+        run_id, _ = _slow_run_on(cluster)
+        cluster.nodes["solo"].kill()
+        cluster.nodes["solo"].close()
+        cluster.start("solo")
+        wait_until(
+            "the new incarnation to re-run the fire",
+            lambda: any(
+                r.attempt == 2 and r.status == RunStatus.SUCCESS for r in cluster.runs("slow")
+            ),
+            30,
+        )
+        cluster.stop_all()
+        slow = {r.attempt: r for r in cluster.runs("slow")}
+        assert (slow[1].id, slow[1].status) == (run_id, RunStatus.ABANDONED)
+        assert "previous incarnation" in cluster.nodes["solo"].log()
+
+
+def test_a_second_sigterm_exits_at_once(db_url: str, tmp_path: Path) -> None:
+    with Cluster(db_url, tmp_path, slow_seconds=30) as cluster:
+        node = cluster.start("node-0")
+        cluster.wait_live()
+        cluster.store.tasks.trigger("slow")
+        _slow_run_on(cluster)
+        node.signal(signal.SIGTERM)
+        wait_until(
+            "the node to start its graceful stop",
+            lambda: cluster.node_status("node-0") == "STOPPING",
+            10,
+        )
+        node.signal(signal.SIGTERM)
+        assert node.wait(5) == 130

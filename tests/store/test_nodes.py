@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from easyjob.core.states import NodeStatus
+from easyjob.errors import NodeIdInUseError
 from easyjob.store import Store
 from easyjob.store.schema import node_table as n
 
@@ -86,10 +87,19 @@ def test_stopped_node_heartbeat_is_refused_and_id_can_be_reused(store: Store) ->
     assert (row.status, row.stopped_at) == (NodeStatus.RUNNING, None)
 
 
-def test_registering_a_live_node_id_twice_is_refused(store: Store) -> None:
+def test_a_live_node_id_cannot_be_taken_but_a_crashed_ones_can(store: Store) -> None:
     _register(store, "a")
-    with pytest.raises(sa.exc.IntegrityError):
-        _register(store, "a")
+    dead_after = timedelta(seconds=3)
+    with pytest.raises(NodeIdInUseError, match="node id 'a' is in use by a live node"):
+        store.nodes.register(
+            "a", host="h2", pid=2, weight=1, strategy="default", workers=1, dead_after=dead_after
+        )
+    _age(store, "a", 10)
+    store.nodes.register(
+        "a", host="h2", pid=2, weight=1, strategy="default", workers=1, dead_after=dead_after
+    )
+    (row,) = store.nodes.all()[1]
+    assert (row.host, row.status, row.age < dead_after) == ("h2", NodeStatus.RUNNING, True)
 
 
 _FAKETIME = next(

@@ -1,0 +1,153 @@
+"""@scheduled and the registry: validation at decoration time, parents, cycles."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from easyjob import CronError, Registry, TaskContext, TaskDefinitionError, scheduled
+from easyjob.core.states import Misfire, Overlap
+from easyjob.errors import UnknownTimeZoneError
+
+
+def job(ctx: TaskContext) -> None: ...
+
+
+def plain() -> None: ...
+
+
+def with_kwargs(ctx: TaskContext, *, n: int) -> None: ...
+
+
+def other() -> None: ...
+
+
+def test_defaults_and_name() -> None:
+    registry = Registry()
+    scheduled("*/5 * * * * *", registry=registry)(job)
+    (spec,) = registry.resolved()
+    assert spec.name == f"{__name__}.job" and spec.func == f"{__name__}:job"
+    assert (spec.misfire, spec.overlap, spec.retries, spec.tz) == (
+        Misfire.FIRE_ONCE,
+        Overlap.SERIAL,
+        0,
+        "UTC",
+    )
+    entry = registry.get(spec.name)
+    assert entry is not None and entry.takes_context
+
+
+def test_policies_and_kwargs_are_kept() -> None:
+    registry = Registry()
+    scheduled(
+        "0 * * * *",
+        name="k",
+        kwargs={"n": 3},
+        retries=2,
+        retry_delay=0.5,
+        timeout=10,
+        misfire="catch_up",
+        overlap="allow",
+        registry=registry,
+    )(with_kwargs)
+    (spec,) = registry.resolved()
+    assert (spec.kwargs, spec.retries, spec.retry_delay, spec.timeout) == (
+        {"n": 3},
+        2,
+        timedelta(seconds=0.5),
+        timedelta(seconds=10),
+    )
+    assert (spec.misfire, spec.overlap) == (Misfire.CATCH_UP, Overlap.ALLOW)
+    entry = registry.get("k")
+    assert entry is not None and entry.takes_context
+
+
+def test_a_function_without_arguments_takes_no_context() -> None:
+    registry = Registry()
+    scheduled("@hourly", registry=registry)(plain)
+    entry = registry.get(f"{__name__}.plain")
+    assert entry is not None and not entry.takes_context
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        (
+            {"cron": "61 * * * *"},
+            CronError,
+            "@scheduled on tests.unit.test_decorator:plain: invalid cron expression '61 * * * *': "
+            "minute field '61'",
+        ),
+        (
+            {"cron": "@hourly", "tz": "Mars/Olympus"},
+            UnknownTimeZoneError,
+            "@scheduled on tests.unit.test_decorator:plain: unknown time zone 'Mars/Olympus'",
+        ),
+        (
+            {"cron": "@hourly", "retries": -1},
+            TaskDefinitionError,
+            "retries must be an integer >= 0, got -1",
+        ),
+        (
+            {"cron": "@hourly", "misfire": "sometimes"},
+            TaskDefinitionError,
+            "misfire must be one of 'fire_once', 'skip', 'catch_up', got 'sometimes'",
+        ),
+        (
+            {"cron": "@hourly", "kwargs": {"when": object()}},
+            TaskDefinitionError,
+            "kwargs must be JSON",
+        ),
+        (
+            {"cron": "@hourly", "kwargs": {"unknown": 1}},
+            TaskDefinitionError,
+            "must take no argument or one context argument",
+        ),
+        ({}, TaskDefinitionError, "needs a cron expression or a parent"),
+        (
+            {"cron": "@hourly", "timeout": "soon"},
+            TaskDefinitionError,
+            "timeout must be seconds or a timedelta, got 'soon'",
+        ),
+    ],
+)
+def test_bad_definitions_fail_at_decoration_naming_the_function(
+    kwargs: dict[str, object], error: type[Exception], message: str
+) -> None:
+    registry = Registry()
+    with pytest.raises(error) as info:
+        scheduled(registry=registry, **kwargs)(plain)  # type: ignore[arg-type]
+    assert message in str(info.value)
+    assert len(registry) == 0
+
+
+def test_parents_resolve_by_function_name_full_name_or_function() -> None:
+    registry = Registry()
+    scheduled("@hourly", registry=registry)(job)
+    scheduled(parent="job", registry=registry)(plain)
+    scheduled(parent=f"{__name__}.plain", registry=registry)(other)
+    specs = {s.name: s for s in registry.resolved()}
+    assert specs[f"{__name__}.plain"].parent == f"{__name__}.job"
+    assert specs[f"{__name__}.other"].parent == f"{__name__}.plain"
+    order = [s.name for s in registry.resolved()]
+    assert order.index(f"{__name__}.job") < order.index(f"{__name__}.plain")
+
+
+def test_unknown_parent_and_cycles_are_refused() -> None:
+    registry = Registry()
+    scheduled(parent="nowhere", registry=registry)(plain)
+    with pytest.raises(TaskDefinitionError, match="unknown parent task 'nowhere'"):
+        registry.resolved()
+    cyclic = Registry()
+    scheduled("@hourly", parent="other", registry=cyclic)(plain)
+    scheduled(parent="plain", registry=cyclic)(other)
+    with pytest.raises(TaskDefinitionError, match="task parents form a cycle: .*plain -> .*other"):
+        cyclic.resolved()
+
+
+def test_a_name_cannot_be_used_by_two_functions() -> None:
+    registry = Registry()
+    scheduled("@hourly", name="same", registry=registry)(plain)
+    with pytest.raises(TaskDefinitionError, match="duplicate task name 'same'"):
+        scheduled("@hourly", name="same", registry=registry)(other)
