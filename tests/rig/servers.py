@@ -286,7 +286,7 @@ class DatabaseServer(abc.ABC):
         self._proc = None
 
     def kill(self) -> None:
-        """SIGKILL the server and its children at once: a crash of the database host."""
+        """SIGKILL the server and all its processes: a database crash (the OS cache survives)."""
         self._require_managed("kill")
         if self._proc is None:
             return

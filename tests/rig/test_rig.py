@@ -33,6 +33,14 @@ def server(db_server: DatabaseServer | None) -> DatabaseServer:
     return db_server
 
 
+@pytest.fixture
+def managed(server: DatabaseServer) -> DatabaseServer:
+    """The run's server when this session controls its process."""
+    if not server.managed:
+        pytest.skip("external server (EASYJOB_TEST_*_URL): no process control")
+    return server
+
+
 def names(engine: sa.Engine) -> list[str]:
     with engine.connect() as conn:
         return list(conn.execute(sa.select(probe.c.name).order_by(probe.c.id)).scalars())
@@ -73,23 +81,23 @@ def test_mariadb_app_user_is_not_super(engine: sa.Engine) -> None:
 
 
 @only_backends(*SERVER_BACKENDS)
-def test_restart_keeps_port_and_data(server: DatabaseServer, engine: sa.Engine) -> None:
+def test_restart_keeps_port_and_data(managed: DatabaseServer, engine: sa.Engine) -> None:
     metadata.create_all(engine)
     insert(engine, 1, "before")
-    port, pid = server.port, server.pid
-    server.restart()
-    assert (server.port, server.running) == (port, True)
-    assert server.pid != pid
+    port, pid = managed.port, managed.pid
+    managed.restart()
+    assert (managed.port, managed.running) == (port, True)
+    assert managed.pid != pid
     assert names(engine) == ["before"]
 
 
 @only_backends(*SERVER_BACKENDS)
-def test_kill_loses_no_acknowledged_commit(server: DatabaseServer, engine: sa.Engine) -> None:
+def test_kill_loses_no_acknowledged_commit(managed: DatabaseServer, engine: sa.Engine) -> None:
     metadata.create_all(engine)
     insert(engine, 1, "acknowledged")
-    server.kill()
-    assert not server.running
-    server.start()
+    managed.kill()
+    assert not managed.running
+    managed.start()
     assert names(engine) == ["acknowledged"]
 
 
@@ -118,18 +126,18 @@ def test_terminate_connections(server: DatabaseServer, engine: sa.Engine) -> Non
 
 
 @only_backends(*SERVER_BACKENDS)
-def test_pause_stalls_until_resume(server: DatabaseServer, db_url: str) -> None:
+def test_pause_stalls_until_resume(managed: DatabaseServer, db_url: str) -> None:
     # PyMySQL's connect_timeout covers only the TCP connect, which a stopped server's
     # kernel still accepts; the greeting is a read.
-    args = {"connect_timeout": 1} if server.backend == "postgresql" else {"read_timeout": 1}
+    args = {"connect_timeout": 1} if managed.backend == "postgresql" else {"read_timeout": 1}
     engine = sa.create_engine(db_url, connect_args=args, poolclass=sa.NullPool)
     try:
-        server.pause()
+        managed.pause()
         started = time.monotonic()
         with pytest.raises(sa.exc.OperationalError), engine.connect():
             pass
         assert time.monotonic() - started >= 0.9
-        server.resume()
+        managed.resume()
         with engine.connect() as conn:
             assert conn.execute(sa.select(1)).scalar() == 1
     finally:

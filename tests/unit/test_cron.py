@@ -16,6 +16,7 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from easyjob.core import cron
 from easyjob.core.cron import CronSchedule, parse_tz
 from easyjob.errors import ConfigError, CronError, UnknownTimeZoneError
 
@@ -457,21 +458,32 @@ def test_lord_howe_half_hour_shift() -> None:
     assert every_ten.next_after(utc(2026, 4, 4, 15, 10)) == utc(2026, 4, 4, 15, 30)
 
 
+def test_dst_edges_cost_a_few_croniter_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    # White-box: the hot path must not walk a gap or a repeated hour second by second.
+    steps: list[datetime] = []
+    real_step = cron._step
+
+    def counting_step(itr: object, cursor: datetime) -> datetime | None:
+        steps.append(cursor)
+        return real_step(itr, cursor)
+
+    every_second = CronSchedule.parse("* * * * * *", "Europe/Berlin")
+    monkeypatch.setattr(cron, "_step", counting_step)
+    assert every_second.next_after(utc(2026, 10, 25, 1, 0, 1)) == utc(2026, 10, 25, 2)
+    assert len(steps) == 1
+    steps.clear()
+    fires = every_second.fires_between(utc(2026, 3, 29, 0, 59, 59), utc(2026, 3, 29, 1, 0, 1))
+    assert fires == [utc(2026, 3, 29, 0, 59, 59), utc(2026, 3, 29, 1), utc(2026, 3, 29, 1, 0, 1)]
+    assert len(steps) <= 5  # not 3600 nonexistent seconds
+
+
 # --- property: agrees with an independent brute-force reading of the policy ---------------
 
-GRAMMAR = {
-    "second": ["0", "*/10", "15,45", "0-20/10", "*"],
-    "minute": ["*", "0", "*/15", "30", "5-10", "0,30", "59"],
-    "hour": ["*", "1", "2", "1-3", "*/6", "0,12", "23"],
-    "dom": ["*", "1", "15", "?", "1-7", "*/10"],
-    "month": ["*", "3", "*/2", "3,4,9,10,11"],
-    "dow": ["*", "0", "1-5", "SUN", "?", "6,0"],
-}
-ZONES = [
+ZONES = [  # the first and the last have no transitions
     "UTC",
     "Europe/Berlin",
     "America/New_York",
-    "Australia/Lord_Howe",
+    "Australia/Lord_Howe",  # 30-minute shift
     "Europe/Dublin",  # negative DST in the tz database
     "Pacific/Chatham",  # +12:45 / +13:45
     "Asia/Kolkata",
@@ -534,21 +546,55 @@ def oracle(expr: str, tz: str, start: datetime, end: datetime) -> list[datetime]
     return fires
 
 
+def grammar(anchor: datetime, zone: ZoneInfo, *, targeted: bool) -> dict[str, list[str]]:
+    """Field values for expressions around the transition *anchor*.
+
+    Targeted grammars only use values that match the transition's local day and the hours
+    of its gap or repeated period, so most of their examples cross the transition with
+    fires; the others also use values that may not fire near it at all.
+    """
+    gap_start = (anchor - SECOND).astimezone(zone) + SECOND  # wall-clock arithmetic
+    local = anchor.astimezone(zone)
+    hours = [str(gap_start.hour), str(local.hour), f"{gap_start.hour},{local.hour}", "*"]
+    dom = ["*", "?", str(local.day), f"{max(local.day - 1, 1)}-{local.day}"]
+    month = ["*", str(local.month)]
+    dow = ["*", "?", str(local.isoweekday() % 7)]
+    if not targeted:
+        hours += ["*/6", "0,12", "1-3"]
+        dom += ["1", "*/4"]
+        month += ["*/2", "3,4,9,10,11"]
+        dow += ["1-5", "SUN", "6,0"]
+    seconds = ["0", "*/10", "15,45", "0-20/10", "*"]
+    minutes = ["*", "0", "*/15", "30", "5-10", "0,30", "59", "*/7", "45"]
+    return {
+        "second": seconds,
+        "minute": minutes,
+        "hour": hours,
+        "dom": dom,
+        "month": month,
+        "dow": dow,
+    }
+
+
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[str, str, datetime, datetime]:
+    targeted = draw(st.booleans())
+    tz = draw(st.sampled_from(ZONES[1:-1] if targeted else ZONES))
+    anchor = draw(st.sampled_from(transitions(tz)))
+    fields = grammar(anchor, ZoneInfo(tz), targeted=targeted)
     names = ["minute", "hour", "dom", "month", "dow"]
     seconds = draw(st.booleans())
     if seconds:
         names.insert(0, "second")
-    expr = " ".join(draw(st.sampled_from(GRAMMAR[name])) for name in names)
-    tz = draw(st.sampled_from(ZONES))
-    anchor = draw(st.sampled_from(transitions(tz)))
+    expr = " ".join(draw(st.sampled_from(fields[name])) for name in names)
+    # Windows start before the transition or a little after it (inside a repeated period).
+    before, after, longest = (1800, 600, 2400) if seconds else (3 * 3600, 1800, 5 * 3600)
     start = anchor + timedelta(
-        seconds=draw(st.integers(-3 * 3600, 3600)),
+        seconds=draw(st.integers(-before, after)),
         microseconds=draw(st.sampled_from([0, 1, 500_000])),
     )
-    length = draw(st.integers(0, 1800 if seconds else 6 * 3600))
-    return expr, tz, start, start + timedelta(seconds=length)
+    length = timedelta(seconds=draw(st.integers(longest // 4, longest)))
+    return expr, tz, start, start + length
 
 
 @settings(max_examples=120, deadline=None)

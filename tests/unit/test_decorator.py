@@ -142,7 +142,7 @@ def test_unknown_parent_and_cycles_are_refused() -> None:
     cyclic = Registry()
     scheduled("@hourly", parent="other", registry=cyclic)(plain)
     scheduled(parent="plain", registry=cyclic)(other)
-    with pytest.raises(TaskDefinitionError, match="task parents form a cycle: .*plain -> .*other"):
+    with pytest.raises(TaskDefinitionError, match=r"task parents form a cycle: .*plain -> .*other"):
         cyclic.resolved()
 
 
