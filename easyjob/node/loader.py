@@ -25,7 +25,7 @@ class Loader(Loop):
 
     1. advance due task schedules, writing their fires up to the horizon as PENDING runs
        (misfire policy applied; see :mod:`easyjob.core.planner`);
-    2. read PENDING runs due by the horizon, keep those of tasks this node's code has, let
+    2. read PENDING runs due by the horizon (of tasks whose function this node's code has), let
        the strategy pick this node's share (plus any overdue past the grace), and claim at
        most as many as the dispatcher has free capacity for, in one batch.
 
@@ -42,7 +42,7 @@ class Loader(Loop):
         liveness: Liveness,
         membership: Membership,
         dispatcher: Dispatcher,
-        task_ids: frozenset[int],
+        funcs: frozenset[str],
         log: logging.LoggerAdapter[logging.Logger],
     ) -> None:
         super().__init__(config.poll, log)
@@ -52,7 +52,7 @@ class Loader(Loop):
         self._liveness = liveness
         self._membership = membership
         self._dispatcher = dispatcher
-        self._task_ids = task_ids
+        self._funcs = funcs
         self._schedules: dict[tuple[str, str], CronSchedule] = {}
         self._was_fresh = True
 
@@ -72,7 +72,7 @@ class Loader(Loop):
         return 0.0 if backlog else None
 
     def _advance(self, now: datetime, horizon: datetime) -> bool:
-        due = self._store.tasks.due(horizon, self._config.batch)
+        due = self._store.tasks.due(horizon, self._config.batch, self._funcs)
         advances: list[Advance] = []
         backlog = False
         for task in due:
@@ -103,8 +103,9 @@ class Loader(Loop):
         if free <= 0:
             return
         held = self._dispatcher.held_ids()
-        pending = self._store.runs.pending(horizon, max(self._config.batch, free))
-        mine = [c for c in pending if c.task_id in self._task_ids and c.id not in held]
+        limit = max(self._config.batch, free)
+        pending = self._store.runs.pending(horizon, limit, self._funcs)
+        mine = [c for c in pending if c.id not in held]
         if not mine:
             return
         chosen = self._choose(mine, now)[:free]

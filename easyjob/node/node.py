@@ -59,8 +59,8 @@ class Node:
     def start(self) -> None:
         """Register this node and its tasks, then start its threads."""
         specs = self.registry.resolved()
-        rows = self.store.tasks.upsert(specs)
-        task_ids = frozenset(row.id for row in rows)
+        self.store.tasks.upsert(specs)
+        funcs = frozenset(spec.func for spec in specs)
         runner = Runner(
             self.store,
             self.config.node_id,
@@ -92,7 +92,7 @@ class Node:
             self.liveness,
             self.membership,
             self.dispatcher,
-            task_ids,
+            funcs,
             self.log,
         )
         self.recovery = Recoverer(self.store, self.config, self.liveness, self.log)

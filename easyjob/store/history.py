@@ -95,8 +95,9 @@ class HistoryStore:
         failed, missed, abandoned by a dead node), the most recently ended first."""
 
         def read(conn: sa.Connection) -> list[HistoryRow]:
+            columns = [d.c[name] for name in _DETAIL]
             query = (
-                sa.select(d.c[*_DETAIL], t.c.name.label("task_name"))
+                sa.select(*columns, t.c.name.label("task_name"))
                 .join_from(d, t, t.c.id == d.c.task_id)
                 .where(d.c.status.in_([str(s) for s in statuses]))
                 .order_by(d.c.end_time.desc(), d.c.id.desc())
@@ -127,7 +128,7 @@ class HistoryStore:
 class Backlog(NamedTuple):
     """A task's PENDING runs that are due: how many, and the oldest due time."""
 
-    count: int
+    runs: int
     oldest_due: datetime
 
 

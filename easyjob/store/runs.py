@@ -78,9 +78,12 @@ class RunStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def pending(self, horizon: datetime, limit: int) -> list[Candidate]:
+    def pending(
+        self, horizon: datetime, limit: int, funcs: Collection[str] | None = None
+    ) -> list[Candidate]:
         """At most *limit* PENDING runs due by *horizon*, earliest first (index on
-        (status, due_time): O(rows returned))."""
+        (status, due_time): O(rows returned)); only runs of tasks whose function is in
+        *funcs* when given."""
 
         def read(conn: sa.Connection) -> list[Candidate]:
             query = (
@@ -89,6 +92,10 @@ class RunStore:
                 .order_by(d.c.due_time, d.c.id)
                 .limit(limit)
             )
+            if funcs is not None:
+                query = query.join_from(d, t, t.c.id == d.c.task_id).where(
+                    t.c.func.in_(list(funcs))
+                )
             return [Candidate(**row) for row in conn.execute(query).mappings()]
 
         return self._db.read("pending_runs", read)

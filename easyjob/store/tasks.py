@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -151,8 +151,12 @@ class TaskStore:
         self._db.write("set_task_status", write)
         return self.get(name)
 
-    def due(self, horizon: datetime, limit: int) -> list[TaskRow]:
-        """At most *limit* ACTIVE tasks whose ``next_start_time`` <= *horizon*, earliest first.
+    def due(
+        self, horizon: datetime, limit: int, funcs: Collection[str] | None = None
+    ) -> list[TaskRow]:
+        """At most *limit* ACTIVE tasks whose ``next_start_time`` <= *horizon*, earliest first;
+        only those whose function is in *funcs* when given (a node advances only the tasks its
+        code has, so tasks no live node has never pile up runs nobody can take).
 
         Cost is O(rows returned): served by the index on (status, next_start_time).
         """
@@ -164,6 +168,8 @@ class TaskStore:
                 .order_by(t.c.next_start_time)
                 .limit(limit)
             )
+            if funcs is not None:
+                query = query.where(t.c.func.in_(list(funcs)))
             return [TaskRow.from_row(row) for row in conn.execute(query).mappings()]
 
         return self._db.read("due_tasks", read)

@@ -171,3 +171,23 @@ def test_pause_resume_and_trigger(store: Store) -> None:
         store.tasks.trigger("nope")
     with pytest.raises(TaskNotFoundError, match="no task named 'nope'"):
         store.tasks.set_status("nope", TaskStatus.PAUSED)
+
+
+def test_due_and_pending_can_be_limited_to_the_functions_a_node_has(store: Store) -> None:
+    mine = TaskSpec(name="mine", func="mine:f", cron="* * * * * *")
+    theirs = TaskSpec(name="theirs", func="theirs:f", cron="* * * * * *")
+    rows = store.tasks.upsert([mine, theirs])
+    horizon = store.db.now() + timedelta(seconds=5)
+    assert [r.name for r in store.tasks.due(horizon, 10, {"mine:f"})] == ["mine"]
+    advances = [
+        Advance(
+            r.id,
+            r.version,
+            r.next_start_time + timedelta(seconds=1),  # type: ignore[operator]
+            (PlannedFire(r.next_start_time),),
+        )
+        for r in rows
+    ]  # type: ignore[arg-type]
+    store.tasks.advance("n", advances)
+    assert {c.task_id for c in store.runs.pending(horizon, 10, {"mine:f"})} == {rows[0].id}
+    assert len(store.runs.pending(horizon, 10)) == 2
