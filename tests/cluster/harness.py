@@ -87,7 +87,13 @@ class Cluster:
     """Node processes sharing one database, a ledger file, and a store to inspect them."""
 
     def __init__(
-        self, db_url: str, workdir: Path, *, ticks: int = 0, slow_seconds: float = 2.0
+        self,
+        db_url: str,
+        workdir: Path,
+        *,
+        ticks: int = 0,
+        slow_seconds: float = 2.0,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.db_url = db_url
         self.workdir = workdir
@@ -98,6 +104,7 @@ class Cluster:
             "EASYJOB_TEST_TICKS": str(ticks),
             "EASYJOB_TEST_SLOW_SECONDS": str(slow_seconds),
             "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]),
+            **(env or {}),
         }
         self.nodes: dict[str, NodeProcess] = {}
         self.store = Store.open(db_url, create=True)

@@ -45,3 +45,26 @@ def slow(ctx: TaskContext) -> None:
     while time.monotonic() < deadline:
         time.sleep(0.02)
     record(ctx, "finished")
+
+
+# A two-level chain with fan-out: chain_a -> chain_b -> chain_d, and chain_a -> chain_c.
+@scheduled(os.environ.get("EASYJOB_TEST_CHAIN_CRON", "0 0 1 1 *"), name="chain_a")
+def chain_a(ctx: TaskContext) -> None:
+    record(ctx)
+
+
+@scheduled(parent="chain_a", name="chain_b")
+def chain_b(ctx: TaskContext) -> None:
+    record(ctx, "started")
+    time.sleep(float(os.environ.get("EASYJOB_TEST_CHAIN_B_SECONDS", "0")))
+    record(ctx, "finished")
+
+
+@scheduled(parent="chain_a", name="chain_c")
+def chain_c(ctx: TaskContext) -> None:
+    record(ctx)
+
+
+@scheduled(parent="chain_b", name="chain_d")
+def chain_d(ctx: TaskContext) -> None:
+    record(ctx)
