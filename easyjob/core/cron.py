@@ -58,7 +58,7 @@ _FORMS = (
     "expected 5 fields (minute hour day month weekday) "
     "or 6 fields (second minute hour day month weekday)"
 )
-# Names that resolve on a host but mean something else on every host.
+# Names that resolve, but to whatever zone each host is configured with.
 _HOST_ZONES = frozenset({"localtime", "posixrules"})
 _UTC_KEYS = frozenset({"UTC", "Etc/UTC"})
 
@@ -104,7 +104,9 @@ class CronSchedule:
 
     Construction (or :meth:`parse`) raises :class:`CronError` for a malformed or
     never-firing expression and :class:`UnknownTimeZoneError` for an unknown zone.
-    Instances are immutable, hashable and safe to share between threads.
+    Instances are immutable, hashable and safe to share between threads. Each one
+    remembers the last pair of consecutive fires it computed, which makes the next poll
+    of a moving window cheap; that memo changes no result.
     """
 
     expr: str

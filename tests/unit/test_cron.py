@@ -26,8 +26,10 @@ NEW_YORK = ZoneInfo("America/New_York")
 LORD_HOWE = ZoneInfo("Australia/Lord_Howe")
 
 
-def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def walls(fires: list[datetime], zone: ZoneInfo) -> list[str]:
@@ -243,6 +245,28 @@ def test_day_of_week_seven_is_sunday() -> None:
     assert CronSchedule("0 0 * * 7").fires_between(*window) == CronSchedule(
         "0 0 * * 0"
     ).fires_between(*window)
+
+
+@pytest.mark.parametrize(
+    ("expr", "day"),
+    [
+        ("0 12 L * *", 30),  # last day of the month
+        ("0 12 15W * *", 15),  # weekday nearest the 15th (a Wednesday)
+        ("0 12 * * L5", 24),  # last Friday
+        ("0 12 * * 2#3", 21),  # third Tuesday
+    ],
+)
+def test_last_nearest_weekday_and_nth_forms(expr: str, day: int) -> None:
+    april = (utc(2026, 4, 1), utc(2026, 4, 30, 23))
+    assert CronSchedule.parse(expr).fires_between(*april) == [utc(2026, 4, day, 12)]
+
+
+def test_impossible_day_is_fine_when_the_weekday_can_fire() -> None:
+    # Feb 30 never exists, but under the OR rule every Monday in February fires.
+    schedule = CronSchedule.parse("0 0 30 2 1")
+    assert schedule.fires_between(utc(2026, 1, 1), utc(2026, 12, 31)) == [
+        utc(2026, 2, d) for d in (2, 9, 16, 23)
+    ]
 
 
 # --- windows ------------------------------------------------------------------------------
@@ -529,19 +553,20 @@ def oracle(expr: str, tz: str, start: datetime, end: datetime) -> list[datetime]
         return (by_dom or by_dow) if ored else (by_dom and by_dow)
 
     zone, step = ZoneInfo(tz), (1 if len(fields) == 6 else 60)
-    lo = int(start.timestamp()) - 65 * 60  # longer than any repeated period
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    first, last = -((epoch - start) // SECOND), (end - epoch) // SECOND  # whole seconds
+    lo = first - 65 * 60  # further back than any repeated period is long
     lo -= lo % step
     high_water = datetime.fromtimestamp(lo, zone).replace(tzinfo=None)
     fires = []
-    for ts in range(lo + step, int(end.timestamp()) + 1, step):
+    for ts in range(lo + step, last + 1, step):
         wall = datetime.fromtimestamp(ts, zone).replace(tzinfo=None)
         if wall <= high_water:
             continue
-        span = int((wall - high_water).total_seconds()) // step
-        if any(matches(wall - n * step * SECOND) for n in range(span)):
-            u = datetime.fromtimestamp(ts, UTC)
-            if start <= u <= end:
-                fires.append(u)
+        if ts >= first:
+            span = int((wall - high_water).total_seconds()) // step
+            if any(matches(wall - n * step * SECOND) for n in range(span)):
+                fires.append(datetime.fromtimestamp(ts, UTC))
         high_water = wall
     return fires
 

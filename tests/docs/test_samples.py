@@ -1,0 +1,129 @@
+"""Every Python sample and every `easyjob ...` command in the docs runs.
+
+Python blocks are executed as modules (their tasks go to a fresh registry). Shell blocks:
+each line that starts with ``easyjob`` runs through ``main()`` against a SQLite database
+holding the quickstart's tasks (any ``--db`` is pointed there); ``easyjob run`` starts a real
+node process, waits until it is live, and stops it with SIGTERM. Other shell lines (pip,
+sqlite3) and configuration files are not commands of ours.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from easyjob.cli import main
+from easyjob.loading import load_jobs
+from easyjob.registry import default_registry
+from easyjob.store import Store
+from tests.cluster.harness import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
+
+
+def blocks(lang: str) -> list[tuple[str, str]]:
+    found = []
+    for doc in DOCS:
+        for i, match in enumerate(BLOCK.finditer(doc.read_text())):
+            if match.group(1) == lang:
+                found.append((f"{doc.name}#{i}", match.group(2)))
+    return found
+
+
+QUICKSTART = next(code for name, code in blocks("python") if name.startswith("quickstart"))
+
+
+@pytest.fixture
+def clean_registry() -> Iterator[None]:
+    default_registry.clear()
+    yield
+    default_registry.clear()
+
+
+@pytest.mark.parametrize(("where", "code"), blocks("python"), ids=[n for n, _ in blocks("python")])
+def test_python_samples_run(where: str, code: str, clean_registry: None) -> None:
+    namespace = {"__name__": "docs_sample"}
+    exec(compile(code, where, "exec"), namespace)
+    if "@scheduled" in code:
+        assert len(default_registry) > 0
+        default_registry.resolved()
+
+
+def _commands() -> list[tuple[str, str]]:
+    commands = []
+    for where, code in blocks("sh"):
+        for line in code.splitlines():
+            if line.startswith("easyjob ") or line.startswith(".venv/bin/easyjob "):
+                commands.append((where, line.removeprefix(".venv/bin/")))
+    return commands
+
+
+@pytest.fixture
+def docs_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_registry: None) -> str:
+    (tmp_path / "jobs.py").write_text(QUICKSTART)
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path}/easyjob.db"
+    monkeypatch.setenv("EASYJOB_DB", url)
+    load_jobs(["jobs.py"])  # the quickstart's tasks, as a node registers them
+    store = Store.open(url, create=True)
+    store.tasks.upsert(default_registry.resolved())
+    store.close()
+    default_registry.clear()
+    return url
+
+
+def _point_at(argv: list[str], url: str) -> list[str]:
+    out = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--db":
+            next(args)
+            out += ["--db", url]
+        else:
+            out.append(f"--db={url}" if arg.startswith("--db=") else arg)
+    return out
+
+
+@pytest.mark.parametrize(("where", "line"), _commands(), ids=[f"{w}:{c}" for w, c in _commands()])
+def test_cli_samples_run(where: str, line: str, docs_db: str, clean_registry: None) -> None:
+    argv = _point_at(shlex.split(line)[1:], docs_db)
+    if argv[0] == "run":
+        _run_a_node(argv, docs_db)
+        return
+    assert main(argv) == 0, f"{where}: `{line}` failed"
+
+
+def _run_a_node(argv: list[str], url: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "EASYJOB_HEARTBEAT": "0.2", "EASYJOB_POLL": "0.1"}
+    store = Store.open(url)
+    with Path("node.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "easyjob", *argv], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            wait_until(
+                "the node to be live",
+                lambda: proc.poll() is not None or store.nodes.live(timedelta(seconds=5))[1],
+                30,
+            )
+            assert proc.poll() is None, Path("node.log").read_text()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            store.close()
