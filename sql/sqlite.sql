@@ -29,7 +29,7 @@ CREATE TABLE easy_job_node (
 CREATE INDEX ix_easy_job_node_status_heartbeat ON easy_job_node (status, heartbeat_at);
 
 CREATE TABLE easy_job_task (
-	id INTEGER NOT NULL,
+	id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
 	name VARCHAR(255) NOT NULL,
 	func VARCHAR(512) NOT NULL,
 	cron_expr VARCHAR(255),
@@ -51,7 +51,6 @@ CREATE TABLE easy_job_task (
 	create_time DATETIME NOT NULL,
 	update_time DATETIME NOT NULL,
 	seen_time DATETIME NOT NULL,
-	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 );
 
@@ -60,7 +59,7 @@ CREATE INDEX ix_easy_job_task_due ON easy_job_task (status, next_start_time);
 CREATE INDEX ix_easy_job_task_pid ON easy_job_task (pid);
 
 CREATE TABLE easy_job_task_detail (
-	id INTEGER NOT NULL,
+	id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
 	task_id INTEGER NOT NULL,
 	pid INTEGER,
 	fire_time DATETIME NOT NULL,
@@ -76,7 +75,6 @@ CREATE TABLE easy_job_task_detail (
 	version BIGINT DEFAULT 0 NOT NULL,
 	create_time DATETIME NOT NULL,
 	cron_key DATETIME GENERATED ALWAYS AS (CASE WHEN triggered_by = 'cron' AND attempt = 1 THEN fire_time END) STORED,
-	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key)
 );
 

@@ -24,8 +24,8 @@ class NodeConfig:
 
     The dead threshold is ``dead_after`` heartbeats: a node whose last heartbeat is older
     than ``dead_after * heartbeat`` seconds of database time is dead, and its runs are
-    taken back. A crashed node's run is re-run within about
-    ``(dead_after + 1) * heartbeat + poll`` seconds (see :attr:`failover_bound`).
+    taken back. A crashed node's run starts again within about
+    ``(dead_after + 1) * heartbeat + 2 * poll`` seconds (see :attr:`failover_bound`).
     """
 
     node_id: str = field(default_factory=generate_node_id)

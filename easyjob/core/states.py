@@ -2,14 +2,18 @@
 
 A run is one attempt of one fire, a row of ``easy_job_task_detail``::
 
-    PENDING --claim--> CLAIMED --start--> RUNNING --finish--> SUCCESS
-       |                  |                  |---fail-----> FAILED
-       |                  |--release--> PENDING
-       |                  |--recover--> ABANDONED (+ a new PENDING attempt)
-       |                                     RUNNING --recover--> ABANDONED (+ new attempt)
-       |--misfire--> MISSED        PENDING/CLAIMED --overlap skip / parent failed--> SKIPPED
+    (written) --> PENDING --claim--> CLAIMED --start--> RUNNING --finish--> SUCCESS
+                                      |                  |---fail-----> FAILED
+                                      |--release--> PENDING
+                                      |--late (skip policy)--> MISSED
+                                      |--overlap skip--> SKIPPED
+                   CLAIMED or RUNNING --recover--> ABANDONED (+ a new PENDING attempt)
+    (written) --> MISSED   a late fire under the misfire policy
+    (written) --> SKIPPED  a child of a parent run that failed for good
 
 Every arrow is one version-checked UPDATE: the version read by a node is its fencing token.
+Rows are also *written* directly in a final state (MISSED, SKIPPED) by the transaction that
+decides so.
 """
 
 from __future__ import annotations
@@ -85,9 +89,9 @@ TERMINAL = (
     RunStatus.ABANDONED,
 )
 
-#: The allowed transitions; the store's WHERE clauses enforce exactly these.
+#: The allowed transitions of an existing row; the store refuses any other.
 RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
-    RunStatus.PENDING: frozenset({RunStatus.CLAIMED, RunStatus.MISSED, RunStatus.SKIPPED}),
+    RunStatus.PENDING: frozenset({RunStatus.CLAIMED}),
     RunStatus.CLAIMED: frozenset(
         {
             RunStatus.RUNNING,

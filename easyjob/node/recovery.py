@@ -35,13 +35,16 @@ class Recoverer(Loop):
     def step(self) -> float | None:
         if not self._liveness.stable():
             return None
-        held = self._store.runs.held_by_dead(self._config.dead_threshold, self._config.batch)
+        now = self._liveness.db_now()
+        threshold = self._config.dead_threshold
+        if marked := self._store.nodes.mark_dead(threshold, now=now):
+            self.log.warning("marked %d node(s) DEAD: no heartbeat for %s", marked, threshold)
+        held = self._store.runs.held_by_dead(threshold, self._config.batch, now=now)
         held = [h for h in held if h.node_id != self._config.node_id]
         if not held:
             return None
         created = self._store.runs.recover(held, self._config.node_id)
         dead = sorted({h.node_id for h in held})
-        self._store.nodes.mark_dead(dead, self._config.dead_threshold)
         self.log.warning(
             "recovered %d run(s) of dead node(s) %s as new attempts", len(created), ", ".join(dead)
         )

@@ -133,24 +133,25 @@ class NodeStore:
             lambda conn: conn.execute(n.update().where(n.c.node_id == node_id).values(**values)),
         )
 
-    def mark_dead(self, node_ids: list[str], dead_after: timedelta) -> int:
-        """Mark RUNNING/STOPPING nodes whose heartbeat is older than *dead_after* (database
-        time) DEAD; returns how many. Nodes that heartbeat meanwhile are left alone."""
+    def mark_dead(self, dead_after: timedelta, *, now: datetime | None = None) -> int:
+        """Mark RUNNING/STOPPING nodes whose heartbeat is older than *dead_after* DEAD, judged
+        at database time *now* (read from the database when not given); returns how many.
+        Served by the index on (status, heartbeat_at). A node marked DEAD that heartbeats
+        again comes back (see :meth:`heartbeat`)."""
 
         def write(conn: sa.Connection) -> int:
-            cutoff = conn.scalar(sa.select(db_now())) - dead_after
+            cutoff = (now or conn.scalar(sa.select(db_now()))) - dead_after
             done = conn.execute(
                 n.update()
                 .where(
-                    n.c.node_id.in_(node_ids),
-                    n.c.heartbeat_at < cutoff,
                     n.c.status.in_([str(NodeStatus.RUNNING), str(NodeStatus.STOPPING)]),
+                    n.c.heartbeat_at < cutoff,
                 )
                 .values(status=str(NodeStatus.DEAD), version=n.c.version + 1)
             )
             return int(done.rowcount)
 
-        return self._db.write("mark_dead", write) if node_ids else 0
+        return self._db.write("mark_dead", write)
 
     def all(self, *, include_stopped: bool = True) -> tuple[datetime, list[NodeRow]]:
         """The database time and every node row with its heartbeat age in database time.
@@ -158,10 +159,13 @@ class NodeStore:
         Ages come from the database clock alone: a node whose own clock is off is judged
         by when the database saw its last heartbeat."""
 
+        if include_stopped:
+            return self._read()
+        return self._read(n.c.status != str(NodeStatus.STOPPED))
+
+    def _read(self, *where: sa.ColumnElement[bool]) -> tuple[datetime, list[NodeRow]]:
         def read(conn: sa.Connection) -> tuple[datetime, list[NodeRow]]:
-            query = sa.select(n, db_now().label("db_time")).order_by(n.c.node_id)
-            if not include_stopped:
-                query = query.where(n.c.status != str(NodeStatus.STOPPED))
+            query = sa.select(n, db_now().label("db_time")).where(*where).order_by(n.c.node_id)
             rows = list(conn.execute(query).mappings())
             now = rows[0]["db_time"] if rows else conn.scalar(sa.select(db_now()))
             nodes = []
@@ -175,7 +179,6 @@ class NodeStore:
 
     def live(self, dead_after: timedelta) -> tuple[datetime, list[NodeRow]]:
         """Nodes RUNNING whose heartbeat age (database time) is within *dead_after*, ranked by
-        node id: the membership strategies rank over."""
-        now, nodes = self.all(include_stopped=False)
-        alive = [n for n in nodes if n.status == NodeStatus.RUNNING and n.age <= dead_after]
-        return now, alive
+        node id: the membership strategies rank over. Reads only RUNNING rows."""
+        now, nodes = self._read(n.c.status == str(NodeStatus.RUNNING))
+        return now, [node for node in nodes if node.age <= dead_after]

@@ -15,7 +15,15 @@ from typing import Any
 import sqlalchemy as sa
 
 from easyjob.core.records import Candidate, HeldRun, Run
-from easyjob.core.states import HELD, Misfire, NodeStatus, Overlap, RunStatus, TaskStatus, Trigger
+from easyjob.core.states import (
+    HELD,
+    RUN_TRANSITIONS,
+    Misfire,
+    Overlap,
+    RunStatus,
+    TaskStatus,
+    Trigger,
+)
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
 from easyjob.store.schema import node_table, task_detail_table, task_table
@@ -82,20 +90,23 @@ class RunStore:
         self, horizon: datetime, limit: int, funcs: Collection[str] | None = None
     ) -> list[Candidate]:
         """At most *limit* PENDING runs due by *horizon*, earliest first (index on
-        (status, due_time): O(rows returned)); only runs of tasks whose function is in
-        *funcs* when given."""
+        (status, due_time): O(rows returned)), of tasks not PAUSED, and only of tasks whose
+        function is in *funcs* when given."""
 
         def read(conn: sa.Connection) -> list[Candidate]:
             query = (
                 sa.select(d.c.id, d.c.task_id, d.c.version, d.c.fire_time, d.c.due_time)
-                .where(d.c.status == str(RunStatus.PENDING), d.c.due_time <= horizon)
+                .join_from(d, t, t.c.id == d.c.task_id)
+                .where(
+                    d.c.status == str(RunStatus.PENDING),
+                    d.c.due_time <= horizon,
+                    t.c.status != str(TaskStatus.PAUSED),
+                )
                 .order_by(d.c.due_time, d.c.id)
                 .limit(limit)
             )
             if funcs is not None:
-                query = query.join_from(d, t, t.c.id == d.c.task_id).where(
-                    t.c.func.in_(list(funcs))
-                )
+                query = query.where(t.c.func.in_(list(funcs)))
             return [Candidate(**row) for row in conn.execute(query).mappings()]
 
         return self._db.read("pending_runs", read)
@@ -185,7 +196,7 @@ class RunStore:
     def close_unstarted(self, run: Run, status: RunStatus, reason: str) -> bool:
         """CLAIMED -> MISSED or SKIPPED (misfire or overlap policy) with *reason*."""
         if status not in (RunStatus.MISSED, RunStatus.SKIPPED):
-            raise ValueError(f"a claimed run cannot be closed as {status!r}")
+            raise ValueError(f"a claimed run cannot be closed as {status}")
         return self._transition(run, status, end_time=db_now(), error_msg=reason[:_MAX_ERROR])
 
     def _transition(self, run: Run, status: RunStatus, **values: Any) -> bool:
@@ -242,22 +253,22 @@ class RunStore:
 
     # -- recovery ---------------------------------------------------------------------------
 
-    def held_by_dead(self, dead_after: timedelta, limit: int) -> list[HeldRun]:
+    def held_by_dead(
+        self, dead_after: timedelta, limit: int, *, now: datetime | None = None
+    ) -> list[HeldRun]:
         """At most *limit* CLAIMED/RUNNING runs whose node's heartbeat is older than
-        *dead_after* in database time, or whose node is STOPPED or has no row at all."""
+        *dead_after* at database time *now* (read from the database when not given), or
+        whose node has no row at all. A STOPPED node's runs (left when its shutdown grace
+        ran out) are judged by its heartbeat like any other's."""
 
         def read(conn: sa.Connection) -> list[HeldRun]:
-            cutoff = conn.scalar(sa.select(db_now())) - dead_after
+            cutoff = (now or conn.scalar(sa.select(db_now()))) - dead_after
             query = (
                 sa.select(*_HELD_COLUMNS)
                 .join_from(d, n, n.c.node_id == d.c.node_id, isouter=True)
                 .where(
                     d.c.status.in_([str(s) for s in HELD]),
-                    sa.or_(
-                        n.c.node_id.is_(None),
-                        n.c.heartbeat_at < cutoff,
-                        n.c.status == str(NodeStatus.STOPPED),
-                    ),
+                    sa.or_(n.c.node_id.is_(None), n.c.heartbeat_at < cutoff),
                 )
                 .order_by(d.c.id)
                 .limit(limit)
@@ -341,6 +352,8 @@ def _fenced_update(
     values: dict[str, Any],
     *extra: sa.ColumnElement[bool],
 ) -> bool:
+    if status not in RUN_TRANSITIONS[run.status]:
+        raise ValueError(f"a {run.status} run cannot become {status}")
     done = conn.execute(
         d.update()
         .where(

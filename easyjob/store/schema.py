@@ -5,7 +5,8 @@ documented in ``docs/schema.md``; ``sql/*.sql`` hold the rendered DDL and a test
 they drift from these definitions.
 
 All times are UTC, stored without a zone, with microsecond precision (SQLite stores them as
-``YYYY-MM-DD HH:MM:SS.ffffff`` text, which sorts as time does).
+``YYYY-MM-DD HH:MM:SS.ffffff`` text, which sorts as time does; its database clock has
+milliseconds). On SQLite, ids use AUTOINCREMENT so a pruned id is never handed out again.
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ task_table = sa.Table(
     sa.Index("ix_easy_job_task_due", "status", "next_start_time"),
     sa.Index("ix_easy_job_task_pid", "pid"),
     comment="One row per task (a named function with a schedule); cron fires are made from it.",
+    sqlite_autoincrement=True,
 )
 
 #: ``fire_time`` for the first attempt of a cron fire, NULL otherwise; unique per task, so the
@@ -156,4 +158,5 @@ task_detail_table = sa.Table(
     sa.Index("ix_easy_job_task_detail_task_fire", "task_id", "fire_time"),
     sa.Index("ix_easy_job_task_detail_end", "end_time"),
     comment="One row per attempt of a fire (the run history); claimed by version-checked UPDATEs.",
+    sqlite_autoincrement=True,
 )

@@ -137,16 +137,23 @@ class TaskStore:
         return self._db.read("list_tasks", read)
 
     def set_status(self, name: str, status: TaskStatus) -> TaskRow:
-        """Pause or resume a task (version bumped: fences a loader mid-advance)."""
+        """Pause or resume a task (version bumped: fences a loader mid-advance).
+
+        While PAUSED no fires are written and its PENDING runs are not claimed. Resuming
+        moves ``next_start_time`` to the first fire after now: the fires of the paused time
+        were not missed, they were not wanted, so they leave no rows."""
 
         def write(conn: sa.Connection) -> None:
-            done = conn.execute(
-                t.update()
-                .where(t.c.name == name)
-                .values(status=str(status), version=t.c.version + 1, update_time=db_now())
-            )
-            if done.rowcount == 0:
+            row = conn.execute(sa.select(t.c.cron_expr, t.c.tz).where(t.c.name == name)).first()
+            if row is None:
                 raise TaskNotFoundError(f"no task named {name!r}")
+            now = conn.scalar(sa.select(db_now()))
+            values: dict[str, Any] = {"status": str(status), "update_time": now}
+            if status == TaskStatus.ACTIVE and row.cron_expr is not None:
+                values["next_start_time"] = _first_fire(row.cron_expr, row.tz, now)
+            conn.execute(
+                t.update().where(t.c.name == name).values(**values, version=t.c.version + 1)
+            )
 
         self._db.write("set_task_status", write)
         return self.get(name)

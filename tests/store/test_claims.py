@@ -136,10 +136,13 @@ def test_finish_with_stale_version_is_rejected_and_changes_nothing(store: Store)
     running = store.runs.start(run)
     assert running is not None and running.version == run.version + 1
     before = _row(store, run_id)
-    assert store.runs.finish(run) is False  # the claim-time version: stale
+    stale = replace(running, version=run.version)  # a token from before the start
+    assert store.runs.finish(stale) is False
     assert _row(store, run_id) == before
-    assert store.runs.fail(run, "boom", retry_in=None) is False
+    assert store.runs.fail(stale, "boom", retry_in=None) is False
     assert _row(store, run_id) == before
+    with pytest.raises(ValueError, match="a CLAIMED run cannot become SUCCESS"):
+        store.runs.finish(run)
     assert store.runs.finish(running) is True
     after = _row(store, run_id)
     assert (after["status"], after["version"]) == ("SUCCESS", running.version + 1)

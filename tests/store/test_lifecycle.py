@@ -120,12 +120,14 @@ def test_dead_nodes_runs_are_recovered_once_with_the_next_attempt(store: Store) 
     assert {r.status for r in store.history.runs(ids=run_ids)} == {RunStatus.ABANDONED}
 
 
-def test_runs_of_stopped_or_unknown_nodes_count_as_dead(store: Store) -> None:
+def test_stopped_nodes_are_judged_by_heartbeat_and_unknown_nodes_are_dead(store: Store) -> None:
     _register(store, "gone")
     (run_id,) = make_pending(store)
     _claim_start(store, "gone", run_id)
-    store.nodes.set_status("gone", NodeStatus.STOPPED)
-    assert [h.id for h in store.runs.held_by_dead(timedelta(hours=1), 10)] == [run_id]
+    store.nodes.set_status("gone", NodeStatus.STOPPED)  # its shutdown grace ran out
+    assert store.runs.held_by_dead(timedelta(seconds=3), 10) == []
+    _age(store, "gone", 10)
+    assert [h.id for h in store.runs.held_by_dead(timedelta(seconds=3), 10)] == [run_id]
     store.db.write("forget", lambda conn: conn.execute(n.delete()))
     assert [h.id for h in store.runs.held_by_dead(timedelta(hours=1), 10)] == [run_id]
 

@@ -68,9 +68,11 @@ def test_liveness_follows_heartbeat_age(store: Store) -> None:
 
 def test_dead_mark_and_revival(store: Store) -> None:
     _register(store, "a")
+    _register(store, "fresh")
     _age(store, "a", 10)
-    assert store.nodes.mark_dead(["a"], timedelta(seconds=3)) == 1
-    assert store.nodes.all()[1][0].status == NodeStatus.DEAD
+    assert store.nodes.mark_dead(timedelta(seconds=3)) == 1  # idle or not, stale is dead
+    assert [x.status for x in store.nodes.all()[1]] == [NodeStatus.DEAD, NodeStatus.RUNNING]
+    assert store.nodes.mark_dead(timedelta(seconds=3)) == 0
     beat = store.nodes.heartbeat("a", clock_offset_ms=0, claimed=0, completed=0)
     assert beat.accepted and beat.revived
     assert store.nodes.all()[1][0].status == NodeStatus.RUNNING

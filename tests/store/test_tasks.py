@@ -191,3 +191,28 @@ def test_due_and_pending_can_be_limited_to_the_functions_a_node_has(store: Store
     store.tasks.advance("n", advances)
     assert {c.task_id for c in store.runs.pending(horizon, 10, {"mine:f"})} == {rows[0].id}
     assert len(store.runs.pending(horizon, 10)) == 2
+
+
+def test_a_paused_task_has_its_pending_runs_held_and_resume_skips_the_pause(
+    store: Store,
+) -> None:
+    from tests.store.conftest import make_pending
+
+    (run_id,) = make_pending(store, "p")
+    horizon = store.db.now() + timedelta(days=1)
+    store.tasks.set_status("p", TaskStatus.PAUSED)
+    assert store.runs.pending(horizon, 10) == []
+    store.db.write(
+        "age",
+        lambda conn: conn.execute(
+            t.update()
+            .where(t.c.name == "p")
+            .values(next_start_time=store.db.now() - timedelta(hours=1))
+        ),
+    )
+    resumed = store.tasks.set_status("p", TaskStatus.ACTIVE)
+    assert (
+        resumed.next_start_time is not None
+        and resumed.next_start_time > store.db.now() - timedelta(seconds=1)
+    )
+    assert [c.id for c in store.runs.pending(horizon, 10)] == [run_id]
