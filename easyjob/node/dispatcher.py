@@ -121,16 +121,17 @@ class Dispatcher:
         finally:
             if timer is not None:
                 timer.cancel()
+            hand_back = False
             with self._cond:
                 self._running.pop(run.id, None)
                 if isinstance(outcome, Requeue) and not self._closed:
                     self._push(run, self._clock.monotonic() + outcome.delay)
-                    self._cond.notify()
                 else:
                     self._held.pop(run.id, None)
-                    if isinstance(outcome, Requeue):
-                        self._release([run])
+                    hand_back = isinstance(outcome, Requeue)
                 self._cond.notify_all()
+            if hand_back:  # a serial run still waiting when the node began to stop
+                self._release([run])
             if self._on_free is not None:
                 self._on_free()
 
