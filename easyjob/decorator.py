@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from easyjob.core.cron import CronSchedule
 from easyjob.core.records import TaskSpec
 from easyjob.core.states import Misfire, Overlap
 from easyjob.errors import ConfigError, TaskDefinitionError
@@ -14,6 +16,7 @@ from easyjob.registry import Registry, default_registry, func_path
 __all__ = ["scheduled"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+log = logging.getLogger("easyjob")
 Seconds = float | int | timedelta
 
 
@@ -36,7 +39,9 @@ def scheduled(
     """Mark a function as a task that runs on *cron* and/or after each success of *parent*.
 
     The function takes no argument, or one :class:`~easyjob.TaskContext`; *kwargs* (JSON) are
-    passed to it as keyword arguments. The task name defaults to ``module.qualname``.
+    passed to it as keyword arguments. The task name defaults to ``module.qualname``. A
+    *cron* given together with *parent* is accepted for compatibility with easy-job (where
+    Spring's ``@Scheduled`` required one) and ignored: a child runs after its parent.
     Everything is validated here, with errors naming the function and the bad value.
     """
 
@@ -46,10 +51,15 @@ def scheduled(
         if "<locals>" in path:
             raise TaskDefinitionError(f"{where}: a task must be a module-level function")
         try:
+            if cron is not None and parent is not None:
+                # Spring's @Scheduled needs a cron, so code ported from easy-job gives children
+                # one: it is checked, then ignored; the parent's successes drive the child.
+                CronSchedule.parse(cron, tz)
+                log.info("%s: cron %r ignored, the task runs after its parent", where, cron)
             spec = TaskSpec(
                 name=name if name is not None else f"{fn.__module__}.{fn.__qualname__}",
                 func=path,
-                cron=cron,
+                cron=cron if parent is None else None,
                 tz=tz,
                 parent=parent
                 if isinstance(parent, str)

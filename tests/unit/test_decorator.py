@@ -151,3 +151,13 @@ def test_a_name_cannot_be_used_by_two_functions() -> None:
     scheduled("@hourly", name="same", registry=registry)(plain)
     with pytest.raises(TaskDefinitionError, match="duplicate task name 'same'"):
         scheduled("@hourly", name="same", registry=registry)(other)
+
+
+def test_a_cron_given_with_a_parent_is_checked_then_ignored() -> None:
+    registry = Registry()
+    scheduled("@hourly", registry=registry)(job)
+    scheduled("0 0 * * * ?", parent="job", registry=registry)(plain)
+    child = {s.name: s for s in registry.resolved()}[f"{__name__}.plain"]
+    assert (child.cron, child.parent) == (None, f"{__name__}.job")
+    with pytest.raises(CronError, match="invalid cron expression 'nope'"):
+        scheduled("nope", parent="job", registry=registry)(other)
