@@ -1,0 +1,86 @@
+"""The ``easyjob`` command line: :func:`main` takes the arguments and returns the exit code.
+
+Exit codes (also in ``docs/cli.md``):
+
+=====  =====================================================================================
+0      success
+1      an unexpected error (a bug; its traceback is logged)
+2      bad usage or input: an option or ``EASYJOB_*`` variable, a duration, a cron
+       expression, a job module, a database URL that cannot be used (ConfigError)
+3      the database cannot be used: unreachable, easyjob tables missing or of another schema
+       version (DatabaseError), or a database error that outlasted the retries
+4      no task of the given name (TaskNotFoundError): ``trigger``, ``pause``, ``resume``,
+       ``history --task``
+130    interrupted: Ctrl-C during a command, or a second SIGTERM/SIGINT while a node stops
+=====  =====================================================================================
+
+Every option also reads an ``EASYJOB_*`` environment variable, named in ``--help``.
+Errors are one line on stderr, ``easyjob: <message>``; output goes to stdout.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from easyjob import logs
+from easyjob.cli.commands import COMMANDS
+from easyjob.cli.options import build_parser
+from easyjob.errors import ConfigError, DatabaseError, TaskNotFoundError
+
+__all__ = [
+    "EXIT_DATABASE",
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_NO_TASK",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "main",
+]
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DATABASE, EXIT_NO_TASK = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+
+log = logging.getLogger("easyjob.cli")
+
+
+def _fail(message: object, code: int) -> int:
+    sys.stderr.write(f"easyjob: {message}\n")
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with *argv* (default ``sys.argv[1:]``); returns the exit code."""
+    from easyjob import __version__
+
+    try:
+        args = build_parser(__version__).parse_args(argv)
+    except ConfigError as err:
+        return _fail(err, EXIT_USAGE)
+    except SystemExit as exit_:  # argparse has printed the usage error, or the help
+        return EXIT_OK if exit_.code in (0, None) else EXIT_USAGE
+    logs.setup(args.log_level, args.log_format)
+    try:
+        return COMMANDS[args.command](args)
+    except TaskNotFoundError as err:
+        return _fail(err, EXIT_NO_TASK)
+    except ConfigError as err:
+        return _fail(err, EXIT_USAGE)
+    except DatabaseError as err:
+        return _fail(err, EXIT_DATABASE)
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    except Exception as err:
+        return _unexpected(err)
+
+
+def _unexpected(err: Exception) -> int:
+    from sqlalchemy.exc import DBAPIError
+
+    text = str(err).strip().splitlines()
+    first = text[0] if text else type(err).__name__
+    if isinstance(err, DBAPIError):  # a database fault that outlasted the retries
+        return _fail(f"database error: {first}", EXIT_DATABASE)
+    log.error("unexpected error", exc_info=err)
+    return _fail(f"unexpected error: {type(err).__name__}: {first}", EXIT_ERROR)

@@ -1,0 +1,3 @@
+from easyjob.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,213 @@
+"""The commands behind ``easyjob COMMAND``: each takes the parsed options, returns an exit code.
+
+Only ``run`` and ``init-db`` create the tables; every other command opens an existing
+schema and stops with SchemaMissingError (exit code 3) when there is none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import URL
+
+from easyjob.cli import views
+from easyjob.cli.output import Column, dumps, duration, iso, table
+from easyjob.core.states import RunStatus, TaskStatus
+from easyjob.errors import ConfigError, SchemaMissingError
+from easyjob.store import Store
+
+__all__ = ["COMMANDS"]
+
+EXIT_OK = 0
+
+
+@contextmanager
+def existing_store(url: str) -> Iterator[Store]:
+    """The store at *url*, whose schema must exist already (it is never created here)."""
+    from easyjob.store.engine import normalize_url, safe_url
+
+    parsed = normalize_url(url)
+    file = _sqlite_file(parsed)
+    # Connecting would leave an empty SQLite file behind, in whatever directory this runs.
+    if file is not None and not file.exists():
+        raise SchemaMissingError(
+            f"the easyjob tables are missing in {safe_url(parsed)!r}: run `easyjob init-db`"
+        )
+    store = Store.open(url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _sqlite_file(url: URL) -> Path | None:
+    """The file a SQLite URL names (relative to the working directory), None for other
+    backends and for ``?uri=true`` URLs, whose database part is not a plain path."""
+    if url.get_backend_name() != "sqlite" or url.query.get("uri") in ("true", "1"):
+        return None
+    return Path(str(url.database))
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _show(args: argparse.Namespace, document: dict[str, Any], human: Callable[[], str]) -> int:
+    _out(dumps(document) if args.json else human())
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    from easyjob.core.config import NodeConfig, generate_node_id
+    from easyjob.loading import load_jobs
+    from easyjob.node.node import Node
+    from easyjob.registry import default_registry
+
+    config = NodeConfig(
+        node_id=args.node_id or generate_node_id(),
+        strategy=args.strategy,
+        weight=args.weight,
+        workers=args.workers,
+        heartbeat=args.heartbeat,
+        dead_after=args.dead_after,
+        poll=args.poll,
+        shutdown_grace=args.shutdown_grace,
+    )
+    load_jobs(args.jobs)
+    if not len(default_registry):
+        raise ConfigError(f"no @scheduled tasks found in {' '.join(args.jobs)}")
+    default_registry.resolved()
+    store = Store.open(args.db, create=True, pool_size=config.workers + 4)
+    try:
+        Node(store, config).run()
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+def init_db(args: argparse.Namespace) -> int:
+    store = Store.open(args.db, create=True)
+    try:
+        _out(f"easyjob tables ready in {store.db.url}")
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+def sql(args: argparse.Namespace) -> int:
+    from easyjob.store.ddl import render
+
+    sys.stdout.write(render(args.dialect))
+    return EXIT_OK
+
+
+def status(args: argparse.Namespace) -> int:
+    with existing_store(args.db) as store:
+        db_now, nodes = store.nodes.all()
+        node_rows = views.node_rows(nodes, store.runs.held_counts())
+        backlog_now, backlog = store.history.backlog()
+        task_rows = views.task_rows(store.tasks.all(), backlog_now, backlog)
+        failures = views.run_rows(store.history.failures(limit=args.failures))
+    document = {"db_time": db_now, "nodes": node_rows, "tasks": task_rows, "failures": failures}
+
+    def human() -> str:
+        sections = [
+            f"database time {iso(db_now, ms=True)}",
+            _section("nodes", node_rows, views.NODE_COLUMNS),
+            _section("tasks", task_rows, views.STATUS_TASK_COLUMNS),
+            _section("recent failures", failures, views.FAILURE_COLUMNS),
+        ]
+        return "\n\n".join(sections)
+
+    return _show(args, document, human)
+
+
+def _section(title: str, rows: list[views.Row], columns: tuple[Column, ...]) -> str:
+    return f"{title}\n{table(rows, columns)}"
+
+
+def tasks(args: argparse.Namespace) -> int:
+    with existing_store(args.db) as store:
+        db_now, backlog = store.history.backlog()
+        rows = views.task_rows(store.tasks.all(), db_now, backlog)
+    document = {"db_time": db_now, "tasks": rows}
+    return _show(args, document, lambda: table(rows, views.TASK_COLUMNS, empty="no tasks"))
+
+
+def nodes(args: argparse.Namespace) -> int:
+    with existing_store(args.db) as store:
+        db_now, found = store.nodes.all()
+        rows = views.node_rows(found, store.runs.held_counts())
+    document = {"db_time": db_now, "nodes": rows}
+    return _show(args, document, lambda: table(rows, views.NODE_COLUMNS, empty="no nodes"))
+
+
+def history(args: argparse.Namespace) -> int:
+    status = RunStatus(args.status) if args.status else None
+    with existing_store(args.db) as store:
+        if args.task is not None:
+            store.tasks.get(args.task)  # an unknown name is an error, not an empty history
+        rows = views.run_rows(store.history.runs(task=args.task, status=status, limit=args.limit))
+    document = {"runs": rows}
+    return _show(args, document, lambda: table(rows, views.RUN_COLUMNS, empty="no runs"))
+
+
+def trigger(args: argparse.Namespace) -> int:
+    with existing_store(args.db) as store:
+        run_id = store.tasks.trigger(args.name)
+    document = {"task": args.name, "run_id": run_id}
+    return _show(args, document, lambda: f"triggered {args.name}: run {run_id}")
+
+
+def _set_status(status: TaskStatus) -> Callable[[argparse.Namespace], int]:
+    def command(args: argparse.Namespace) -> int:
+        with existing_store(args.db) as store:
+            if store.tasks.get(args.name).status == TaskStatus.FINISHED:
+                raise ConfigError(
+                    f"task {args.name!r} is FINISHED: its schedule will never fire again"
+                )
+            task = store.tasks.set_status(args.name, status)
+        document = {"task": task.name, "status": task.status.value}
+        return _show(args, document, lambda: f"{task.name} is {task.status.value}")
+
+    return command
+
+
+def prune(args: argparse.Namespace) -> int:
+    shown: list[int] = [0]
+
+    def progress(total: int) -> None:
+        if total != shown[0]:
+            shown[0] = total
+            sys.stderr.write(f"pruned {_runs(total)}...\n")
+            sys.stderr.flush()
+
+    with existing_store(args.db) as store:
+        deleted = store.history.prune(args.older_than, batch=args.batch, progress=progress)
+    document = {"deleted": deleted, "older_than_s": args.older_than.total_seconds()}
+    ago = duration(args.older_than)
+    return _show(args, document, lambda: f"pruned {_runs(deleted)} that ended more than {ago} ago")
+
+
+def _runs(count: int) -> str:
+    return f"{count} run" if count == 1 else f"{count} runs"
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": run,
+    "init-db": init_db,
+    "sql": sql,
+    "status": status,
+    "tasks": tasks,
+    "nodes": nodes,
+    "history": history,
+    "trigger": trigger,
+    "pause": _set_status(TaskStatus.PAUSED),
+    "resume": _set_status(TaskStatus.ACTIVE),
+    "prune": prune,
+}

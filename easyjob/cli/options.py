@@ -1,0 +1,313 @@
+"""The command line's options. Each one also reads an ``EASYJOB_*`` environment variable,
+named in ``--help``; a value given on the command line wins over the environment.
+
+A bad value names the option, the value and, when it came from the environment, the
+variable: ``argument --limit: must be a positive integer, got '0' (from EASYJOB_HISTORY_LIMIT)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from easyjob.core.states import RunStatus
+from easyjob.errors import ConfigError
+from easyjob.logs import LEVELS, LOG_FORMATS
+
+__all__ = ["DEFAULT_DB", "build_parser", "parse_duration"]
+
+DEFAULT_DB = "sqlite:///easyjob.db"
+
+_DURATION = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_UNITS = ("weeks", "days", "hours", "minutes", "seconds")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` or a combination, largest unit first
+    (``1d12h``). Raises ValueError naming *text*."""
+    match = _DURATION.fullmatch(text.strip())
+    if not text.strip() or match is None:
+        raise ValueError(
+            f"invalid duration {text!r}: use a whole number with a unit w, d, h, m or s, "
+            "largest first, e.g. 30d, 12h, 90m, 45s or 1d12h"
+        )
+    return timedelta(**{unit: int(n) for unit, n in zip(_UNITS, match.groups(), strict=True) if n})
+
+
+def positive_int(text: str) -> int:
+    if not re.fullmatch(r"\s*\+?\d+\s*", text) or int(text) < 1:
+        raise ValueError(f"must be a positive integer, got {text!r}")
+    return int(text)
+
+
+def integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"must be an integer, got {text!r}") from None
+
+
+def number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"must be a number, got {text!r}") from None
+
+
+def _one_of(choices: tuple[str, ...], *, upper: bool = False) -> Callable[[str], str]:
+    def check(text: str) -> str:
+        value = text.upper() if upper else text.lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
+        return value
+
+    return check
+
+
+def _flag_default(env: str) -> bool:
+    raw = os.environ.get(env, "")
+    if raw.strip().lower() in ("", *_FALSE):
+        return False
+    if raw.strip().lower() in _TRUE:
+        return True
+    raise ConfigError(f"invalid {env}={raw!r}: use 1, true, yes, on or 0, false, no, off")
+
+
+def option(
+    parser: argparse._ActionsContainer,
+    *flags: str,
+    env: str,
+    help: str,
+    default: str | None = None,
+    kind: Callable[[str], Any] | None = None,
+    required: bool = False,
+    metavar: str | None = None,
+    inherited: bool = False,
+) -> None:
+    """Add an option whose default is ``$EASYJOB_<env>``, else *default*. Values from either
+    place go through *kind* (a ValueError becomes a usage error naming the variable).
+    An *inherited* option only overrides, when given, the same option of the parent parser."""
+    var = f"EASYJOB_{env}"
+    raw = None if inherited else os.environ.get(var) or None
+    value = raw if raw is not None else default
+
+    def convert(text: str) -> Any:
+        try:
+            return kind(text) if kind is not None else text
+        except ValueError as err:
+            origin = f" (from {var})" if text is raw else ""
+            raise argparse.ArgumentTypeError(f"{err}{origin}") from None
+
+    shown = f"env {var}" + (f"; default {default}" if default is not None else "")
+    parser.add_argument(
+        *flags,
+        default=argparse.SUPPRESS if inherited else value,
+        type=convert,
+        required=required and value is None,
+        metavar=metavar,
+        help=f"{help} [{shown}]",
+    )
+
+
+def _logging(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # Accepted before and after the command name; the top-level option holds the default.
+    group = parser if top else parser.add_argument_group("logging (also before the command)")
+    option(
+        group,
+        "--log-level",
+        env="LOG_LEVEL",
+        default="INFO",
+        kind=_one_of(LEVELS, upper=True),
+        metavar="LEVEL",
+        help="DEBUG, INFO, WARNING or ERROR",
+        inherited=not top,
+    )
+    option(
+        group,
+        "--log-format",
+        env="LOG_FORMAT",
+        default="text",
+        kind=_one_of(LOG_FORMATS),
+        metavar="FORMAT",
+        help="text or json (one JSON object per line)",
+        inherited=not top,
+    )
+
+
+def _db(parser: argparse.ArgumentParser, *, json: bool = True) -> None:
+    option(parser, "--db", env="DB", default=DEFAULT_DB, metavar="URL", help="database URL")
+    if json:
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            default=_flag_default("EASYJOB_JSON"),
+            help="print one JSON document instead of tables [env EASYJOB_JSON=1]",
+        )
+
+
+def _command(
+    sub: Any, name: str, help: str, *, db: bool = True, json: bool = True
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
+    if db:
+        _db(parser, json=json)
+    _logging(parser, top=False)
+    return parser
+
+
+def _run_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "jobs",
+        nargs="+",
+        metavar="MODULE_OR_FILE",
+        help="job modules (dotted names) or .py files to load",
+    )
+    option(run, "--node-id", metavar="ID", env="NODE_ID", help="node id; default host-pid-random")
+    option(
+        run,
+        "--strategy",
+        metavar="NAME",
+        env="STRATEGY",
+        default="default",
+        help="default, id_hash, least_count, weight or pkg.module:Class",
+    )
+    option(
+        run,
+        "--weight",
+        metavar="N",
+        env="WEIGHT",
+        default="1",
+        kind=integer,
+        help="share for the weight strategy",
+    )
+    option(
+        run,
+        "--workers",
+        metavar="N",
+        env="WORKERS",
+        default="8",
+        kind=integer,
+        help="worker threads",
+    )
+    option(
+        run,
+        "--heartbeat",
+        metavar="SECONDS",
+        env="HEARTBEAT",
+        default="2",
+        kind=number,
+        help="seconds between heartbeats",
+    )
+    option(
+        run,
+        "--dead-after",
+        metavar="N",
+        env="DEAD_AFTER",
+        default="3",
+        kind=integer,
+        help="heartbeats missed before a node is dead",
+    )
+    option(
+        run,
+        "--poll",
+        metavar="SECONDS",
+        env="POLL",
+        default="1",
+        kind=number,
+        help="seconds between polls for due work",
+    )
+    option(
+        run,
+        "--shutdown-grace",
+        metavar="SECONDS",
+        env="SHUTDOWN_GRACE",
+        default="30",
+        kind=number,
+        help="seconds running jobs get to finish at shutdown",
+    )
+
+
+def build_parser(version: str) -> argparse.ArgumentParser:
+    """The whole ``easyjob`` parser. Raises ConfigError for a bad ``EASYJOB_JSON``."""
+    parser = argparse.ArgumentParser(
+        prog="easyjob",
+        description="Scheduled jobs on a cluster of equal nodes sharing one SQL database.",
+        epilog="Exit codes: 0 ok, 1 unexpected error, 2 bad usage or input, 3 database "
+        "unusable, 4 no such task, 130 interrupted. See docs/cli.md.",
+    )
+    parser.add_argument("--version", action="version", version=f"easyjob {version}")
+    _logging(parser, top=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    _run_options(
+        _command(sub, "run", "run a node with the tasks of the given job modules", json=False)
+    )
+    _command(sub, "init-db", "create the easyjob tables (idempotent)", json=False)
+    sql = _command(sub, "sql", "print the DDL of the easyjob tables", db=False)
+    option(sql, "--dialect", env="DIALECT", default="sqlite", help="sqlite, postgresql or mysql")
+
+    status = _command(sub, "status", "nodes, tasks and recent failures at a glance")
+    option(
+        status,
+        "--failures",
+        env="STATUS_FAILURES",
+        default="10",
+        kind=positive_int,
+        metavar="N",
+        help="how many recent failed, missed or abandoned runs to show",
+    )
+    _command(sub, "tasks", "every task with its schedule, next fire and lag")
+    _command(sub, "nodes", "every node with its heartbeat age in database time")
+
+    history = _command(sub, "history", "runs, newest fire first")
+    option(history, "--task", env="HISTORY_TASK", metavar="NAME", help="only this task's runs")
+    option(
+        history,
+        "--status",
+        env="HISTORY_STATUS",
+        metavar="STATUS",
+        kind=_one_of(tuple(RunStatus), upper=True),
+        help=f"only runs in this status: {', '.join(RunStatus)}",
+    )
+    option(
+        history,
+        "--limit",
+        env="HISTORY_LIMIT",
+        default="100",
+        kind=positive_int,
+        metavar="N",
+        help="at most N runs",
+    )
+
+    for name, what in (
+        ("trigger", "fire a task now, once (any node may take it); prints the run id"),
+        ("pause", "stop making and starting fires of a task"),
+        ("resume", "make fires of a paused task again"),
+    ):
+        _command(sub, name, what).add_argument("name", metavar="NAME", help="task name")
+
+    prune = _command(sub, "prune", "delete finished runs that ended long enough ago")
+    option(
+        prune,
+        "--older-than",
+        env="PRUNE_OLDER_THAN",
+        kind=parse_duration,
+        required=True,
+        metavar="DURATION",
+        help="age of the runs to delete, e.g. 30d, 12h, 90m, 1d12h",
+    )
+    option(
+        prune,
+        "--batch",
+        env="PRUNE_BATCH",
+        default="1000",
+        kind=positive_int,
+        metavar="N",
+        help="runs deleted per transaction",
+    )
+    return parser

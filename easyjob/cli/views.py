@@ -1,0 +1,150 @@
+"""What the CLI shows of nodes, tasks and runs: rows keyed by the tables' column names.
+
+A row holds every column of its database table (``task_name`` for a run's task) plus a few
+derived ones, in seconds: a node's heartbeat ``age_s`` and ``held`` runs, a task's ``parent``
+name, ``lag_s`` and ``pending`` runs, a run's ``duration_s``. The column lists below choose
+what the human tables show; ``--json`` prints whole rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from easyjob.cli.output import Column, first_line, offset_ms, seconds
+from easyjob.core.records import HistoryRow, NodeRow, TaskRow
+from easyjob.core.states import TaskStatus
+from easyjob.store.history import Backlog
+
+__all__ = [
+    "FAILURE_COLUMNS",
+    "NODE_COLUMNS",
+    "RUN_COLUMNS",
+    "STATUS_TASK_COLUMNS",
+    "TASK_COLUMNS",
+    "node_rows",
+    "run_rows",
+    "task_rows",
+]
+
+Row = dict[str, Any]
+
+
+def _columns(record: Any) -> Row:
+    row = {}
+    for field in fields(record):
+        value = getattr(record, field.name)
+        row[field.name] = value.value if isinstance(value, Enum) else value
+    return row
+
+
+def node_rows(nodes: Iterable[NodeRow], held: Mapping[str, int]) -> list[Row]:
+    """Node rows with ``age_s`` (heartbeat age in database time) and ``held`` (runs this
+    node has CLAIMED or RUNNING)."""
+    rows = []
+    for node in nodes:
+        row = _columns(node)
+        del row["age"]
+        rows.append({**row, "age_s": node.age_s, "held": held.get(node.node_id, 0)})
+    return rows
+
+
+def task_rows(
+    tasks: Iterable[TaskRow], db_now: datetime, backlog: Mapping[int, Backlog]
+) -> list[Row]:
+    """Task rows with ``parent`` (the parent task's name), ``pending`` (runs due and not yet
+    claimed) and ``lag_s``: how long the oldest unstarted fire has been due, in database
+    time. That is the later of ``next_start_time`` (fires no node has written yet) and the
+    oldest due PENDING run (fires no node has claimed), 0 when nothing is late; None for a
+    PAUSED task, whose fires wait on purpose."""
+    tasks = list(tasks)
+    names = {task.id: task.name for task in tasks}
+    rows = []
+    for task in tasks:
+        waiting = backlog.get(task.id)
+        due = [task.next_start_time] if task.next_start_time is not None else []
+        if waiting is not None:
+            due.append(waiting.oldest_due)
+        if task.status == TaskStatus.PAUSED:
+            lag: float | None = None
+        else:
+            lag = max([0.0, *((db_now - t).total_seconds() for t in due)])
+        row = _columns(task)
+        row["parent"] = names.get(task.pid) if task.pid is not None else None
+        row["lag_s"] = lag
+        row["pending"] = waiting.runs if waiting else 0
+        rows.append(row)
+    return rows
+
+
+def run_rows(runs: Iterable[HistoryRow]) -> list[Row]:
+    """Run rows with ``duration_s`` (end minus start, for runs that started and ended)."""
+    rows = []
+    for run in runs:
+        row = _columns(run)
+        start, end = run.start_time, run.end_time
+        row["duration_s"] = (end - start).total_seconds() if start and end else None
+        rows.append(row)
+    return rows
+
+
+NODE_COLUMNS = (
+    Column("node_id"),
+    Column("status"),
+    Column("age_s", seconds, right=True),
+    Column("clock_offset_ms", offset_ms, right=True),
+    Column("held", right=True),
+    Column("claimed_count", right=True),
+    Column("completed_count", right=True),
+    Column("host"),
+    Column("pid", right=True),
+    Column("workers", right=True),
+    Column("strategy"),
+    Column("weight", right=True),
+    Column("heartbeat_at"),
+)
+
+STATUS_TASK_COLUMNS = (
+    Column("name"),
+    Column("status"),
+    Column("next_start_time"),
+    Column("lag_s", seconds, right=True),
+    Column("pending", right=True),
+    Column("success_count", right=True),
+    Column("fail_count", right=True),
+)
+
+TASK_COLUMNS = (
+    *STATUS_TASK_COLUMNS[:2],
+    Column("cron_expr"),
+    Column("tz"),
+    Column("parent"),
+    *STATUS_TASK_COLUMNS[2:],
+    Column("func"),
+)
+
+RUN_COLUMNS = (
+    Column("id", right=True),
+    Column("task_name"),
+    Column("status"),
+    Column("fire_time"),
+    Column("attempt", right=True),
+    Column("triggered_by"),
+    Column("node_id"),
+    Column("duration_s", seconds, right=True),
+    Column("error_msg", first_line(60)),
+)
+
+FAILURE_COLUMNS = (
+    Column("id", right=True),
+    Column("task_name"),
+    Column("status"),
+    Column("fire_time"),
+    Column("attempt", right=True),
+    Column("node_id"),
+    Column("end_time"),
+    Column("error_msg", first_line(60)),
+)
