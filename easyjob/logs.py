@@ -22,9 +22,11 @@ __all__ = [
     "CONTEXT_KEYS",
     "LEVELS",
     "LOG_FORMATS",
+    "ContextLogger",
     "JsonFormatter",
     "TextFormatter",
     "context",
+    "run_context",
     "setup",
 ]
 
@@ -35,6 +37,20 @@ LOG_FORMATS = ("text", "json")
 
 _TEXT_LABELS = {"node_id": "node", "task": "task", "fire_time": "fire", "run_id": "run"}
 _HANDLER_MARK = "_easyjob_handler"
+
+
+class ContextLogger(logging.LoggerAdapter[logging.Logger]):
+    """A logger adapter whose fixed context (e.g. the node id) is merged with the ``extra=``
+    of each call (the stdlib adapter would drop the call's)."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        kwargs["extra"] = {**(self.extra or {}), **kwargs.get("extra", {})}
+        return msg, kwargs
+
+
+def run_context(task: str, fire_time: datetime, run_id: int, attempt: int) -> dict[str, Any]:
+    """The ``extra=`` that tags a record with the run it is about."""
+    return {"task": task, "fire_time": fire_time, "run_id": run_id, "attempt": attempt}
 
 
 def _iso(created: float) -> str:

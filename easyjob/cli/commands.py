@@ -10,15 +10,12 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
-
-from sqlalchemy.engine import URL
 
 from easyjob.cli import views
 from easyjob.cli.output import Column, dumps, duration, iso, table
 from easyjob.core.states import RunStatus, TaskStatus
-from easyjob.errors import ConfigError, SchemaMissingError
+from easyjob.errors import ConfigError
 from easyjob.store import Store
 
 __all__ = ["COMMANDS"]
@@ -29,28 +26,11 @@ EXIT_OK = 0
 @contextmanager
 def existing_store(url: str) -> Iterator[Store]:
     """The store at *url*, whose schema must exist already (it is never created here)."""
-    from easyjob.store.engine import normalize_url, safe_url
-
-    parsed = normalize_url(url)
-    file = _sqlite_file(parsed)
-    # Connecting would leave an empty SQLite file behind, in whatever directory this runs.
-    if file is not None and not file.exists():
-        raise SchemaMissingError(
-            f"the easyjob tables are missing in {safe_url(parsed)!r}: run `easyjob init-db`"
-        )
     store = Store.open(url)
     try:
         yield store
     finally:
         store.close()
-
-
-def _sqlite_file(url: URL) -> Path | None:
-    """The file a SQLite URL names (relative to the working directory), None for other
-    backends and for ``?uri=true`` URLs, whose database part is not a plain path."""
-    if url.get_backend_name() != "sqlite" or url.query.get("uri") in ("true", "1"):
-        return None
-    return Path(str(url.database))
 
 
 def _out(text: str) -> None:
@@ -167,10 +147,6 @@ def trigger(args: argparse.Namespace) -> int:
 def _set_status(status: TaskStatus) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
         with existing_store(args.db) as store:
-            if store.tasks.get(args.name).status == TaskStatus.FINISHED:
-                raise ConfigError(
-                    f"task {args.name!r} is FINISHED: its schedule will never fire again"
-                )
             task = store.tasks.set_status(args.name, status)
         document = {"task": task.name, "status": task.status.value}
         return _show(args, document, lambda: f"{task.name} is {task.status.value}")

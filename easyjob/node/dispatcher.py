@@ -13,17 +13,17 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from easyjob.clock import Clock
 from easyjob.core.records import Run
 from easyjob.core.states import RunStatus
+from easyjob.logs import ContextLogger, run_context
 from easyjob.node.liveness import Liveness
 from easyjob.node.worker import Requeue, Runner
 from easyjob.store import Store
 
 __all__ = ["Dispatcher"]
-
-log = logging.getLogger("easyjob.dispatcher")
 
 
 class Dispatcher:
@@ -37,6 +37,7 @@ class Dispatcher:
         liveness: Liveness,
         workers: int,
         on_free: Callable[[], None] | None = None,
+        node_id: str = "",
     ) -> None:
         self._store = store
         self._runner = runner
@@ -44,6 +45,7 @@ class Dispatcher:
         self._liveness = liveness
         self._workers = workers
         self._on_free = on_free
+        self._log = ContextLogger(logging.getLogger("easyjob.dispatcher"), {"node_id": node_id})
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="easyjob-worker")
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int, Run]] = []
@@ -117,7 +119,14 @@ class Dispatcher:
         try:
             outcome = self._runner.execute(run, cancel)
         except Exception:
-            log.exception("run %s of %s: could not record its outcome", run.id, run.task_name)
+            self._say(
+                logging.ERROR,
+                run,
+                "run %s of %s: could not record its outcome",
+                run.id,
+                run.task_name,
+                exc_info=True,
+            )
         finally:
             if timer is not None:
                 timer.cancel()
@@ -166,10 +175,20 @@ class Dispatcher:
         self._pool.shutdown(wait=False, cancel_futures=True)
         return len(left)
 
+    def _say(self, level: int, run: Run, msg: str, *args: object, **kwargs: Any) -> None:
+        extra = run_context(run.task_name, run.fire_time, run.id, run.attempt)
+        self._log.log(level, msg, *args, extra=extra, **kwargs)
+
     def _release(self, runs: list[Run]) -> None:
         for run in runs:
             try:
                 if self._store.runs.release(run):
-                    log.info("released run %s of %s (not started)", run.id, run.task_name)
+                    self._say(
+                        logging.INFO,
+                        run,
+                        "released run %s of %s (not started)",
+                        run.id,
+                        run.task_name,
+                    )
             except Exception:
-                log.exception("could not release run %s", run.id)
+                self._say(logging.ERROR, run, "could not release run %s", run.id, exc_info=True)

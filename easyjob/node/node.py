@@ -12,6 +12,7 @@ from easyjob.clock import Clock, SystemClock
 from easyjob.core.config import NodeConfig
 from easyjob.core.states import NodeStatus
 from easyjob.core.strategies import load_strategy
+from easyjob.logs import ContextLogger
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Heartbeater, Membership
 from easyjob.node.liveness import Liveness
@@ -22,6 +23,8 @@ from easyjob.registry import Registry, default_registry
 from easyjob.store import Store
 
 __all__ = ["Node"]
+
+_DOUBLE_SIGNAL_S = 0.3
 
 
 class Node:
@@ -47,7 +50,7 @@ class Node:
         self.registry = registry if registry is not None else default_registry
         self.clock = clock or SystemClock()
         self.strategy = load_strategy(self.config.strategy)
-        self.log = logging.LoggerAdapter(
+        self.log = ContextLogger(
             logging.getLogger("easyjob.node"), {"node_id": self.config.node_id}
         )
         self.liveness = Liveness(self.clock, self.config.heartbeat, self.config.dead_threshold)
@@ -84,6 +87,7 @@ class Node:
             self.liveness,
             self.config.workers,
             on_free=lambda: self.loader.wake(),
+            node_id=self.config.node_id,
         )
         self.loader = Loader(
             self.store,
@@ -151,9 +155,16 @@ class Node:
         """Start, run until SIGTERM or SIGINT, then stop gracefully. A second signal exits
         the process at once (status 130)."""
 
+        first_at: list[float] = []
+
         def on_signal(signum: int, frame: FrameType | None) -> None:
-            if self._stop_requested.is_set():
+            # One signal sent twice at once (e.g. to the process and to its group, as GNU
+            # timeout does) is not a second request: only one a moment later exits at once.
+            if first_at and self.clock.monotonic() - first_at[0] > _DOUBLE_SIGNAL_S:
                 os._exit(130)
+            if first_at:
+                return
+            first_at.append(self.clock.monotonic())
             self.log.info("received %s: shutting down", signal.Signals(signum).name)
             self._stop_requested.set()
 

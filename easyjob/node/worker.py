@@ -11,18 +11,18 @@ import threading
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from easyjob.context import TaskContext
 from easyjob.core.records import Run
 from easyjob.core.states import Misfire, Overlap, RunStatus
+from easyjob.logs import ContextLogger, run_context
 from easyjob.node.liveness import Liveness
 from easyjob.registry import Registered
 from easyjob.store import Store
 from easyjob.store.runs import BLOCKED
 
 __all__ = ["Requeue", "Runner"]
-
-log = logging.getLogger("easyjob.worker")
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class Runner:
         self._functions = functions
         self._liveness = liveness
         self._retry_poll = retry_poll
+        self._log = ContextLogger(logging.getLogger("easyjob.worker"), {"node_id": node_id})
         self.completed = 0
         self._lock = threading.Lock()
 
@@ -56,7 +57,13 @@ class Runner:
         serial task's previous run is still going."""
         entry = self._functions.get(run.func)
         if entry is None:  # claimed by mistake: this node's code does not have it
-            log.error("run %s: function %s is not registered here; releasing", run.id, run.func)
+            self._say(
+                logging.ERROR,
+                run,
+                "run %s: function %s is not registered here; releasing",
+                run.id,
+                run.func,
+            )
             self._store.runs.release(run)
             return None
         late = self._liveness.db_now() - run.due_time
@@ -71,8 +78,12 @@ class Runner:
                 return None
             return Requeue(self._retry_poll)
         if not isinstance(started, Run):
-            log.warning(
-                "run %s of %s was taken over before it started (fenced)", run.id, run.task_name
+            self._say(
+                logging.WARNING,
+                run,
+                "run %s of %s was taken over before it started (fenced)",
+                run.id,
+                run.task_name,
             )
             return None
         self._call(started, entry, cancelled)
@@ -87,14 +98,11 @@ class Runner:
             run_id=run.id,
             kwargs=dict(run.kwargs),
             cancelled=cancelled,
-            logger=logging.LoggerAdapter(
+            logger=ContextLogger(
                 logging.getLogger("easyjob.task"),
                 {
-                    "task": run.task_name,
-                    "fire_time": run.fire_time.isoformat(),
                     "node_id": self._node_id,
-                    "run_id": run.id,
-                    "attempt": run.attempt,
+                    **run_context(run.task_name, run.fire_time, run.id, run.attempt),
                 },
             ),
         )
@@ -111,7 +119,9 @@ class Runner:
             if self._store.runs.finish(run):
                 self._count()
             else:
-                log.warning(
+                self._say(
+                    logging.WARNING,
+                    run,
                     "run %s of %s finished, but its outcome was fenced: it was taken "
                     "over or timed out meanwhile",
                     run.id,
@@ -126,7 +136,9 @@ class Runner:
             retry_in = base * (2 ** (run.attempt - 1))
         if self._store.runs.fail(run, error, retry_in=retry_in):
             self._count()
-            log.warning(
+            self._say(
+                logging.WARNING,
+                run,
                 "run %s of %s failed (attempt %d)%s: %s",
                 run.id,
                 run.task_name,
@@ -135,12 +147,24 @@ class Runner:
                 error.splitlines()[0] if error else "",
             )
             return True
-        log.warning("run %s of %s failed, but its outcome was fenced", run.id, run.task_name)
+        self._say(
+            logging.WARNING,
+            run,
+            "run %s of %s failed, but its outcome was fenced",
+            run.id,
+            run.task_name,
+        )
         return False
 
     def _close(self, run: Run, status: RunStatus, reason: str) -> None:
         if not self._store.runs.close_unstarted(run, status, reason):
-            log.warning("run %s could not be closed as %s (fenced)", run.id, status)
+            self._say(
+                logging.WARNING, run, "run %s could not be closed as %s (fenced)", run.id, status
+            )
+
+    def _say(self, level: int, run: Run, msg: str, *args: object, **kwargs: Any) -> None:
+        extra = run_context(run.task_name, run.fire_time, run.id, run.attempt)
+        self._log.log(level, msg, *args, extra=extra, **kwargs)
 
     def _count(self) -> None:
         with self._lock:

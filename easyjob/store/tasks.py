@@ -139,14 +139,20 @@ class TaskStore:
     def set_status(self, name: str, status: TaskStatus) -> TaskRow:
         """Pause or resume a task (version bumped: fences a loader mid-advance).
 
+        A FINISHED task cannot be paused or resumed (TaskDefinitionError).
         While PAUSED no fires are written and its PENDING runs are not claimed. Resuming
         moves ``next_start_time`` to the first fire after now: the fires of the paused time
         were not missed, they were not wanted, so they leave no rows."""
 
         def write(conn: sa.Connection) -> None:
-            row = conn.execute(sa.select(t.c.cron_expr, t.c.tz).where(t.c.name == name)).first()
+            query = sa.select(t.c.cron_expr, t.c.tz, t.c.status).where(t.c.name == name)
+            row = conn.execute(query).first()
             if row is None:
                 raise TaskNotFoundError(f"no task named {name!r}")
+            if row.status == str(TaskStatus.FINISHED):
+                raise TaskDefinitionError(
+                    f"task {name!r} is FINISHED: its schedule will never fire again"
+                )
             now = conn.scalar(sa.select(db_now()))
             values: dict[str, Any] = {"status": str(status), "update_time": now}
             if status == TaskStatus.ACTIVE and row.cron_expr is not None:

@@ -216,3 +216,12 @@ def test_a_paused_task_has_its_pending_runs_held_and_resume_skips_the_pause(
         and resumed.next_start_time > store.db.now() - timedelta(seconds=1)
     )
     assert [c.id for c in store.runs.pending(horizon, 10)] == [run_id]
+
+
+def test_a_finished_task_cannot_be_paused_or_resumed(store: Store) -> None:
+    (task,) = store.tasks.upsert([every_second("a")])
+    store.tasks.advance("n", [Advance(task.id, task.version, None, ())])
+    for status in (TaskStatus.PAUSED, TaskStatus.ACTIVE):
+        with pytest.raises(TaskDefinitionError, match="'a' is FINISHED: its schedule will never"):
+            store.tasks.set_status("a", status)
+    assert store.tasks.get("a").status == TaskStatus.FINISHED
