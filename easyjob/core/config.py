@@ -53,6 +53,9 @@ class NodeConfig:
                 raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
         if self.dead_after < 2:
             raise ConfigError(f"dead_after must be at least 2 heartbeats, got {self.dead_after!r}")
+        from easyjob.core.strategies import load_strategy
+
+        load_strategy(self.strategy)  # an unknown strategy fails here, before any database work
 
     @property
     def dead_threshold(self) -> timedelta:
