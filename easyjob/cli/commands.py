@@ -14,7 +14,7 @@ from typing import Any
 
 from easyjob.cli import views
 from easyjob.cli.output import Column, dumps, duration, iso, table
-from easyjob.core.states import RunStatus, TaskStatus
+from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
 from easyjob.errors import ConfigError
 from easyjob.store import Store
 
@@ -114,7 +114,9 @@ def _section(title: str, rows: list[views.Row], columns: tuple[Column, ...]) -> 
 def tasks(args: argparse.Namespace) -> int:
     with existing_store(args.db) as store:
         db_now, backlog = store.history.backlog()
-        rows = views.task_rows(store.tasks.all(), db_now, backlog)
+        _, known = store.nodes.all()
+        starts = [n.started_at for n in known if n.status == NodeStatus.RUNNING]
+        rows = views.task_rows(store.tasks.all(), db_now, backlog, min(starts, default=None))
     document = {"db_time": db_now, "tasks": rows}
     return _show(args, document, lambda: table(rows, views.TASK_COLUMNS, empty="no tasks"))
 

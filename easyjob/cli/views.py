@@ -53,13 +53,19 @@ def node_rows(nodes: Iterable[NodeRow], held: Mapping[str, int]) -> list[Row]:
 
 
 def task_rows(
-    tasks: Iterable[TaskRow], db_now: datetime, backlog: Mapping[int, Backlog]
+    tasks: Iterable[TaskRow],
+    db_now: datetime,
+    backlog: Mapping[int, Backlog],
+    code_since: datetime | None = None,
 ) -> list[Row]:
     """Task rows with ``parent`` (the parent task's name), ``pending`` (runs due and not yet
     claimed) and ``lag_s``: how long the oldest unstarted fire has been due, in database
     time. That is the later of ``next_start_time`` (fires no node has written yet) and the
     oldest due PENDING run (fires no node has claimed), 0 when nothing is late; None for a
-    PAUSED task, whose fires wait on purpose."""
+    PAUSED task, whose fires wait on purpose. ``in_code``: whether a running node registered
+    the task when it started (its ``seen_time`` is not older than the oldest running node's
+    start, *code_since*); None when no node runs. A task that left every node's code stays
+    in the table, flagged ``in_code`` false, and is never deleted automatically."""
     tasks = list(tasks)
     names = {task.id: task.name for task in tasks}
     rows = []
@@ -76,6 +82,7 @@ def task_rows(
         row["parent"] = names.get(task.pid) if task.pid is not None else None
         row["lag_s"] = lag
         row["pending"] = waiting.runs if waiting else 0
+        row["in_code"] = None if code_since is None else task.seen_time >= code_since
         rows.append(row)
     return rows
 
@@ -123,6 +130,7 @@ TASK_COLUMNS = (
     Column("tz"),
     Column("parent"),
     *STATUS_TASK_COLUMNS[2:],
+    Column("in_code"),
     Column("func"),
 )
 

@@ -62,7 +62,6 @@ class Node:
     def start(self) -> None:
         """Register this node and its tasks, then start its threads."""
         specs = self.registry.resolved()
-        self.store.tasks.upsert(specs)
         funcs = frozenset(spec.func for spec in specs)
         runner = Runner(
             self.store,
@@ -102,6 +101,7 @@ class Node:
         self.recovery = Recoverer(self.store, self.config, self.liveness, self.log)
         self._runner = runner
         self.heartbeat.register()
+        self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
         self._recover_predecessor()
         for part in (self.heartbeat, self.dispatcher, self.loader, self.recovery):
             part.start()

@@ -144,18 +144,20 @@ def test_tasks_and_nodes_list_every_row(cli: Cli, store: Store, db_url: str) -> 
         "pending",
         "success_count",
         "fail_count",
+        "in_code",
         "func",
     ]
     assert lines[1].split()[:2] == ["alpha", "ACTIVE"]
     assert f"  {YEARLY}  UTC  -  " in lines[1]
     assert lines[2].split()[:2] == ["beta", "PAUSED"]
-    assert lines[2].split()[-5:-3] == ["-", "0"]  # no lag for a paused task, nothing pending
+    assert lines[2].split()[-6:-4] == ["-", "0"]  # no lag for a paused task, nothing pending
     doc = cli("tasks", "--json", "--db", db_url).json()
     assert [(row["name"], row["status"], row["cron_expr"]) for row in doc["tasks"]] == [
         ("alpha", "ACTIVE", YEARLY),
         ("beta", "PAUSED", YEARLY),
     ]
     assert doc["tasks"][1]["lag_s"] is None
+    assert [row["in_code"] for row in doc["tasks"]] == [True, True]
 
     nodes = cli("nodes", "--db", db_url)
     assert nodes.code == 0
@@ -221,3 +223,23 @@ def test_history_human_table(cli: Cli, store: Store, db_url: str) -> None:
     assert header.index("status") == row.index("FAILED")  # aligned columns
     empty = cli("history", "--db", db_url, "--status", RunStatus.MISSED.value)
     assert (empty.code, empty.out) == (0, "no runs\n")
+
+
+def test_a_task_no_running_node_registered_is_flagged_not_deleted(
+    cli: Cli, store: Store, db_url: str
+) -> None:
+    store.tasks.upsert(yearly("gone", "kept"))
+    store.db.write(
+        "age",
+        lambda conn: conn.execute(
+            t.update().where(t.c.name == "gone").values(seen_time=_when("2020-01-01T00:00:00Z"))
+        ),
+    )
+    assert cli("tasks", "--json", "--db", db_url).json()["tasks"][0]["in_code"] is None
+    register(store, "node-a")
+    store.tasks.upsert(yearly("kept"))  # what node-a's code declares, after its row
+    doc = cli("tasks", "--json", "--db", db_url).json()
+    assert [(row["name"], row["in_code"]) for row in doc["tasks"]] == [
+        ("gone", False),
+        ("kept", True),
+    ]
