@@ -35,6 +35,7 @@ class Entry:
     attempt: int
     run_id: int
     event: str
+    at: float  # the job's wall clock when it wrote the line (one host for every node)
 
 
 def wait_until(what: str, predicate: Callable[[], T], timeout: float) -> T:
@@ -174,9 +175,17 @@ class Cluster:
             return []
         entries = []
         for line in self.ledger_path.read_text().splitlines():
-            task, fire, node, attempt, run_id, event = line.split(" ")
+            task, fire, node, attempt, run_id, event, at = line.split(" ")
             entries.append(
-                Entry(task, datetime.fromisoformat(fire), node, int(attempt), int(run_id), event)
+                Entry(
+                    task,
+                    datetime.fromisoformat(fire),
+                    node,
+                    int(attempt),
+                    int(run_id),
+                    event,
+                    float(at),
+                )
             )
         return entries
 

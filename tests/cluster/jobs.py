@@ -21,7 +21,7 @@ LEDGER = os.environ.get("EASYJOB_TEST_LEDGER", "ledger.txt")
 def record(ctx: TaskContext, event: str = "ran") -> None:
     line = (
         f"{ctx.task_name} {ctx.fire_time.isoformat()} {ctx.node_id} {ctx.attempt} "
-        f"{ctx.run_id} {event}\n"
+        f"{ctx.run_id} {event} {time.time():.6f}\n"
     )
     fd = os.open(LEDGER, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -68,3 +68,35 @@ def chain_c(ctx: TaskContext) -> None:
 @scheduled(parent="chain_b", name="chain_d")
 def chain_d(ctx: TaskContext) -> None:
     record(ctx)
+
+
+# Policies, on a single node: each job appends start and end lines, so overlaps are visible.
+@scheduled(
+    os.environ.get("EASYJOB_TEST_FLAKY_CRON", "0 0 1 1 *"), name="flaky", retries=2, retry_delay=0.2
+)
+def flaky(ctx: TaskContext) -> None:
+    record(ctx)
+    if ctx.attempt < 3:
+        raise RuntimeError(f"attempt {ctx.attempt} fails on purpose")
+
+
+@scheduled("0 0 1 1 *", name="overrun", timeout=0.5)
+def overrun(ctx: TaskContext) -> None:
+    record(ctx, "started")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if ctx.is_cancelled():
+            record(ctx, "cancelled")
+            return
+        time.sleep(0.01)
+    record(ctx, "finished")
+
+
+def _long(ctx: TaskContext) -> None:
+    record(ctx, "started")
+    time.sleep(1.5)
+    record(ctx, "finished")
+
+
+if os.environ.get("EASYJOB_TEST_OVERLAP"):
+    scheduled("* * * * * *", name="long", overlap=os.environ["EASYJOB_TEST_OVERLAP"])(_long)
