@@ -7,9 +7,12 @@ schema and stops with SchemaMissingError (exit code 3) when there is none.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from easyjob.cli import views
@@ -64,7 +67,10 @@ def run(args: argparse.Namespace) -> int:
     default_registry.resolved()
     store = Store.open(args.db, create=True, pool_size=config.workers + 4)
     try:
-        Node(store, config).run()
+        node = Node(store, config)
+        node.run()
+        if args.stats_file:
+            Path(args.stats_file).write_text(json.dumps(node.stats()), encoding="utf-8")
     finally:
         store.close()
     return EXIT_OK
@@ -176,6 +182,63 @@ def _runs(count: int) -> str:
     return f"{count} run" if count == 1 else f"{count} runs"
 
 
+def bench(args: argparse.Namespace) -> int:
+    """Trials of real nodes against ``--db``; with ``--find-max``, tasks double per trial
+    until lateness p99 passes the bound or a fire is missed or doubled."""
+    from easyjob.bench.probe import probe_claim_rate
+    from easyjob.bench.report import render
+    from easyjob.bench.trial import TrialConfig, run_trial
+    from easyjob.store.engine import normalize_url
+
+    def progress(text: str) -> None:
+        sys.stderr.write(f"bench: {text}\n")
+
+    workdir = Path(args.workdir)
+    config = TrialConfig(
+        db=args.db,
+        nodes=args.nodes,
+        tasks=args.tasks,
+        duration=args.duration,
+        cron=args.cron,
+        workers=args.workers,
+        poll=args.poll,
+        heartbeat=args.heartbeat,
+    )
+    trials = []
+    while True:
+        progress(f"trial: {config.nodes} nodes, {config.tasks} tasks on {config.cron!r}")
+        figures = run_trial(config, workdir, progress)
+        trials.append(figures)
+        saturated = (
+            figures.lateness_ms["p99"] > args.lateness_bound_ms
+            or figures.missed > 0
+            or figures.duplicates > 0
+        )
+        if not args.find_max or saturated or config.tasks >= args.max_tasks:
+            break
+        config = replace(config, tasks=config.tasks * 2)
+    probe = None
+    if args.probe:
+        progress(f"probing the database's claim-pattern rate with {args.nodes} processes")
+        probe = probe_claim_rate(args.db, processes=args.nodes, seconds=min(10.0, args.duration))
+    backend = normalize_url(args.db).get_backend_name()
+    document = {
+        "backend": backend,
+        "trials": [f.as_dict() for f in trials],
+        "claim_pattern_rows_per_s": probe,
+    }
+    if args.find_max:
+        good = [
+            f.tasks
+            for f in trials
+            if f.missed == 0
+            and f.duplicates == 0
+            and f.lateness_ms["p99"] <= args.lateness_bound_ms
+        ]
+        document["saturation_tasks"] = max(good, default=None)
+    return _show(args, document, lambda: render(trials, probe, backend))
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "init-db": init_db,
@@ -188,4 +251,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "pause": _set_status(TaskStatus.PAUSED),
     "resume": _set_status(TaskStatus.ACTIVE),
     "prune": prune,
+    "bench": bench,
 }

@@ -160,6 +160,41 @@ def _command(
     return parser
 
 
+def _bench_options(bench: argparse.ArgumentParser) -> None:
+    for flag, env, default, kind, help in (
+        ("--nodes", "BENCH_NODES", "4", positive_int, "node processes"),
+        ("--tasks", "BENCH_TASKS", "100", positive_int, "no-op tasks (the first trial's)"),
+        ("--duration", "BENCH_DURATION", "30", number, "seconds of fires measured per trial"),
+        ("--cron", "BENCH_CRON", "* * * * * *", None, "every task's schedule"),
+        ("--workers", "BENCH_WORKERS", "32", positive_int, "worker threads per node"),
+        ("--poll", "BENCH_POLL", "0.2", number, "nodes' poll interval, seconds"),
+        ("--heartbeat", "BENCH_HEARTBEAT", "1", number, "nodes' heartbeat interval, seconds"),
+        (
+            "--lateness-bound-ms",
+            "BENCH_LATENESS_BOUND_MS",
+            "1000",
+            number,
+            "--find-max stops once lateness p99 passes this",
+        ),
+        ("--max-tasks", "BENCH_MAX_TASKS", "1000000", positive_int, "--find-max stops here"),
+        ("--workdir", "BENCH_WORKDIR", "easyjob-bench", None, "node logs and counters go here"),
+    ):
+        option(bench, flag, env=env, default=default, kind=kind, help=help, metavar="X")
+    bench.add_argument(
+        "--find-max",
+        action="store_true",
+        default=_flag_default("EASYJOB_BENCH_FIND_MAX"),
+        help="double the tasks per trial until saturation [env EASYJOB_BENCH_FIND_MAX=1]",
+    )
+    bench.add_argument(
+        "--no-probe",
+        dest="probe",
+        action="store_false",
+        default=not _flag_default("EASYJOB_BENCH_NO_PROBE"),
+        help="skip the database's own claim-pattern rate [env EASYJOB_BENCH_NO_PROBE=1]",
+    )
+
+
 def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "jobs",
@@ -229,6 +264,13 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         default="30",
         kind=number,
         help="seconds running jobs get to finish at shutdown",
+    )
+    option(
+        run,
+        "--stats-file",
+        metavar="PATH",
+        env="STATS_FILE",
+        help="at shutdown, write this node's counters (runs, claims, statements, CPU) as JSON",
     )
 
 
@@ -310,4 +352,5 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         metavar="N",
         help="runs deleted per transaction",
     )
+    _bench_options(_command(sub, "bench", "measure throughput and lateness with real nodes"))
     return parser

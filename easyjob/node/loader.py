@@ -54,6 +54,8 @@ class Loader(Loop):
         self._dispatcher = dispatcher
         self._funcs = funcs
         self._schedules: dict[tuple[str, str], CronSchedule] = {}
+        self.offered = 0  # runs this node tried to claim
+        self.lost = 0  # of those, runs another node claimed first (lost races)
         self._was_fresh = True
 
     def step(self) -> float | None:
@@ -110,7 +112,10 @@ class Loader(Loop):
             return
         chosen = self._choose(mine, now)[:free]
         if chosen:
-            self._dispatcher.submit(self._store.runs.claim(self._config.node_id, chosen))
+            won = self._store.runs.claim(self._config.node_id, chosen)
+            self.offered += len(chosen)
+            self.lost += len(chosen) - len(won)
+            self._dispatcher.submit(won)
 
     def _choose(self, candidates: list[Candidate], now: datetime) -> list[Candidate]:
         nodes = self._membership.nodes()

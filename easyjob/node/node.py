@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import signal
 import threading
 from types import FrameType
+from typing import Any
 
 from easyjob.clock import Clock, SystemClock
 from easyjob.core.config import NodeConfig
@@ -125,6 +127,20 @@ class Node:
             self.log.warning(
                 "took back %d run(s) held by this id's previous incarnation", len(created)
             )
+
+    def stats(self) -> dict[str, Any]:
+        """What this node did so far: runs claimed and completed, claim races offered and
+        lost, database statements and commits, and CPU seconds of this process."""
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return {
+            "node_id": self.config.node_id,
+            "claimed": self.dispatcher.claimed,
+            "completed": self._runner.completed,
+            "claims_offered": self.loader.offered,
+            "claims_lost": self.loader.lost,
+            **self.store.db.counters.snapshot(),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+        }
 
     def _counters(self) -> tuple[int, int]:
         return self.dispatcher.claimed, self._runner.completed

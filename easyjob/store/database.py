@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
@@ -24,6 +25,32 @@ T = TypeVar("T")
 log = logging.getLogger("easyjob.store")
 
 
+class Counters:
+    """Statements sent and transactions committed through one engine: the round trips a
+    node makes (each statement is one; a commit is one more)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.statements = 0
+        self.commits = 0
+
+    def watch(self, engine: sa.Engine) -> None:
+        sa.event.listen(engine, "before_cursor_execute", self._statement)
+        sa.event.listen(engine, "commit", self._commit)
+
+    def _statement(self, *_: Any) -> None:
+        with self._lock:
+            self.statements += 1
+
+    def _commit(self, *_: Any) -> None:
+        with self._lock:
+            self.commits += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return {"statements": self.statements, "commits": self.commits}
+
+
 class Database:
     """An engine plus the way every store statement runs: one short transaction, retried
     as a whole on transient errors (see :mod:`easyjob.store.retry`)."""
@@ -32,6 +59,8 @@ class Database:
         self.engine = engine
         self.retry = retry or RetryPolicy()
         self.dialect = engine.dialect.name
+        self.counters = Counters()
+        self.counters.watch(engine)
         #: UPDATE ... RETURNING (PostgreSQL, SQLite); MariaDB finds its winners another way.
         self.update_returning = bool(engine.dialect.update_returning)
 

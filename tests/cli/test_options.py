@@ -34,6 +34,7 @@ def test_every_option_names_its_environment_variable() -> None:
             "pause",
             "resume",
             "prune",
+            "bench",
         ]
     )
     for name, sub in [("easyjob", parser), *commands.items()]:

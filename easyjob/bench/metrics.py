@@ -1,0 +1,111 @@
+"""The figures of a trial, computed from the run history (database time) and node counters."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from easyjob.core.cron import CronSchedule
+from easyjob.core.states import RunStatus
+from easyjob.store import Store
+from easyjob.store.schema import task_detail_table as d
+from easyjob.store.schema import task_table as t
+
+__all__ = ["TrialFigures", "measure", "percentile"]
+
+
+@dataclass(frozen=True)
+class TrialFigures:
+    """One trial's figures over its steady-state window."""
+
+    nodes: int
+    tasks: int
+    cron: str
+    window_s: float
+    expected: int
+    runs: int
+    runs_per_s: float
+    expected_per_s: float
+    missed: int
+    duplicates: int
+    lateness_ms: dict[str, float]
+    claims_lost: int
+    round_trips_per_run: float
+    statements_per_run: float
+    cpu_s_per_node: dict[str, float]
+    idle_queries_per_s: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The *q* quantile (0..1) of *values* by the nearest-rank method; 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))
+    return ordered[rank]
+
+
+def measure(
+    store: Store,
+    *,
+    cron: str,
+    tasks: int,
+    start: datetime,
+    end: datetime,
+    node_stats: Sequence[dict[str, Any]],
+) -> TrialFigures:
+    """Figures for fires scheduled in [start, end]: every task fires on *cron*."""
+    fires = CronSchedule.parse(cron).fires_between(start, end, limit=10_000_000)
+    expected = len(fires) * tasks
+
+    def read(conn: sa.Connection) -> list[tuple[Any, ...]]:
+        query = (
+            sa.select(d.c.task_id, d.c.fire_time, d.c.start_time)
+            .join_from(d, t, t.c.id == d.c.task_id)
+            .where(
+                d.c.status == str(RunStatus.SUCCESS),
+                d.c.fire_time >= start,
+                d.c.fire_time <= end,
+                t.c.name.like("bench-%"),
+            )
+        )
+        return [tuple(row) for row in conn.execute(query)]
+
+    rows = store.db.read("bench_runs", read)
+    per_fire = Counter((task_id, fire) for task_id, fire, _ in rows)
+    lateness = [(started - fire).total_seconds() * 1000 for _, fire, started in rows]
+    window_s = max((end - start).total_seconds() + 1.0, 1.0)
+    runs_total = sum(s.get("completed", 0) for s in node_stats) or 1
+    statements = sum(s.get("statements", 0) for s in node_stats)
+    commits = sum(s.get("commits", 0) for s in node_stats)
+    return TrialFigures(
+        nodes=len(node_stats),
+        tasks=tasks,
+        cron=cron,
+        window_s=window_s,
+        expected=expected,
+        runs=len(per_fire),
+        runs_per_s=round(len(per_fire) / window_s, 1),
+        expected_per_s=round(expected / window_s, 1),
+        missed=expected - len(per_fire),
+        duplicates=sum(count - 1 for count in per_fire.values()),
+        lateness_ms={
+            "p50": round(percentile(lateness, 0.50), 1),
+            "p95": round(percentile(lateness, 0.95), 1),
+            "p99": round(percentile(lateness, 0.99), 1),
+            "max": round(max(lateness, default=0.0), 1),
+        },
+        claims_lost=sum(s.get("claims_lost", 0) for s in node_stats),
+        round_trips_per_run=round((statements + commits) / runs_total, 2),
+        statements_per_run=round(statements / runs_total, 2),
+        cpu_s_per_node={s["node_id"]: s.get("cpu_s", 0.0) for s in node_stats},
+    )

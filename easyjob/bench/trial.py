@@ -1,0 +1,183 @@
+"""One benchmark trial: N real node processes, M no-op tasks on a cron, for a duration."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from easyjob.bench.metrics import TrialFigures, measure
+from easyjob.core.states import RunStatus
+from easyjob.errors import ConfigError
+from easyjob.store import Store
+from easyjob.store.schema import node_table, task_detail_table, task_table
+
+__all__ = ["TrialConfig", "run_trial"]
+
+_JOBS = '''"""No-op tasks written by `easyjob bench`."""
+import os
+
+from easyjob import scheduled
+
+
+def noop() -> None:
+    pass
+
+
+for _i in range(int(os.environ["EASYJOB_BENCH_TASKS"])):
+    scheduled(os.environ["EASYJOB_BENCH_CRON"], name=f"bench-{_i}", overlap="allow")(noop)
+'''
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    db: str
+    nodes: int = 4
+    tasks: int = 100
+    duration: float = 30.0
+    cron: str = "* * * * * *"
+    workers: int = 32
+    poll: float = 0.2
+    heartbeat: float = 1.0
+    warmup: float = 3.0
+
+
+def run_trial(config: TrialConfig, workdir: Path, progress: Callable[[str], None]) -> TrialFigures:
+    """Run one trial and measure it; the database must hold no tasks but earlier bench ones."""
+    store = Store.open(config.db, create=True)
+    try:
+        _reset(store)
+        nodes = _start_nodes(config, workdir)
+        try:
+            _wait_live(store, config, nodes)
+            begin = store.db.now()
+            start = (begin + timedelta(seconds=config.warmup)).replace(microsecond=0)
+            end = start + timedelta(seconds=max(1.0, config.duration) - 1)
+            _follow(store, start, end, progress)
+            stats = _stop(nodes, workdir)
+        finally:
+            for proc in nodes:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        return measure(
+            store, cron=config.cron, tasks=config.tasks, start=start, end=end, node_stats=stats
+        )
+    finally:
+        store.close()
+
+
+def _reset(store: Store) -> None:
+    def write(conn: sa.Connection) -> None:
+        others = conn.scalar(
+            sa.select(sa.func.count())
+            .select_from(task_table)
+            .where(~task_table.c.name.like("bench-%"), ~task_table.c.name.like("probe-%"))
+        )
+        if others:
+            raise ConfigError(
+                f"the database holds {others} task(s) that are not benchmark tasks: "
+                "run `easyjob bench` against a database of its own"
+            )
+        conn.execute(task_detail_table.delete())
+        conn.execute(task_table.delete())
+        conn.execute(node_table.delete())
+
+    store.db.write("bench_reset", write)
+
+
+def _start_nodes(config: TrialConfig, workdir: Path) -> list[subprocess.Popen[bytes]]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    jobs = workdir / "bench_jobs.py"
+    jobs.write_text(_JOBS, encoding="utf-8")
+    env = {
+        **os.environ,
+        "EASYJOB_BENCH_TASKS": str(config.tasks),
+        "EASYJOB_BENCH_CRON": config.cron,
+    }
+    procs = []
+    for i in range(config.nodes):
+        stats = workdir / f"stats-{i}.json"
+        stats.unlink(missing_ok=True)
+        argv = [
+            sys.executable,
+            "-m",
+            "easyjob",
+            "--log-level",
+            "WARNING",
+            "run",
+            str(jobs),
+            "--db",
+            config.db,
+            "--node-id",
+            f"bench-node-{i}",
+            "--workers",
+            str(config.workers),
+            "--poll",
+            str(config.poll),
+            "--heartbeat",
+            str(config.heartbeat),
+            "--stats-file",
+            str(stats),
+        ]
+        log = (workdir / f"node-{i}.log").open("wb")
+        procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT))
+        log.close()
+    return procs
+
+
+def _wait_live(store: Store, config: TrialConfig, procs: list[subprocess.Popen[bytes]]) -> None:
+    deadline = time.monotonic() + 60 + config.tasks / 500
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError("a benchmark node exited at start; see its log in the workdir")
+        _, live = store.nodes.live(timedelta(seconds=3 * config.heartbeat))
+        if len(live) == config.nodes:
+            return
+        time.sleep(0.2)
+    raise RuntimeError("benchmark nodes did not come up within a minute")
+
+
+def _follow(store: Store, start: Any, end: Any, progress: Callable[[str], None]) -> None:
+    """Print progress each second until the window's last fires had time to run."""
+    settle = timedelta(seconds=3)
+    while True:
+        now = store.db.now()
+        if now > end + settle:
+            return
+
+        def count(conn: sa.Connection) -> int:
+            query = sa.select(sa.func.count()).where(
+                task_detail_table.c.status == str(RunStatus.SUCCESS),
+                task_detail_table.c.fire_time >= start,
+            )
+            return int(conn.scalar(query) or 0)
+
+        done = store.db.read("bench_progress", count)
+        left = max(0.0, (end + settle - now).total_seconds())
+        progress(f"{done} runs in the window so far, {math.ceil(left)} s to go")
+        time.sleep(1.0)
+
+
+def _stop(procs: list[subprocess.Popen[bytes]], workdir: Path) -> list[dict[str, Any]]:
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        proc.wait(120)
+    stats = []
+    for i in range(len(procs)):
+        path = workdir / f"stats-{i}.json"
+        if path.exists():
+            stats.append(json.loads(path.read_text(encoding="utf-8")))
+    return stats

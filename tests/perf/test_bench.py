@@ -1,0 +1,66 @@
+"""`easyjob bench` end to end (small), and its percentile arithmetic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from easyjob.bench.metrics import percentile
+from easyjob.cli import main
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert (percentile(values, 0.5), percentile(values, 0.99), percentile([], 0.5)) == (
+        50.0,
+        99.0,
+        0.0,
+    )
+
+
+@pytest.mark.cluster
+def test_bench_measures_a_small_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path}/bench.db"
+    argv = [
+        "bench",
+        "--db",
+        url,
+        "--nodes",
+        "2",
+        "--tasks",
+        "5",
+        "--duration",
+        "4",
+        "--no-probe",
+        "--json",
+        "--workdir",
+        str(tmp_path / "work"),
+    ]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (trial,) = doc["trials"]
+    assert (trial["expected"], trial["runs"], trial["missed"], trial["duplicates"]) == (
+        20,
+        20,
+        0,
+        0,
+    )
+    assert trial["nodes"] == 2 and set(trial["cpu_s_per_node"]) == {"bench-node-0", "bench-node-1"}
+    assert 0 <= trial["lateness_ms"]["p50"] <= trial["lateness_ms"]["max"]
+    assert trial["round_trips_per_run"] > 0
+
+
+def test_bench_refuses_a_database_with_other_tasks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from easyjob.core.records import TaskSpec
+    from easyjob.store import Store
+
+    url = f"sqlite:///{tmp_path}/app.db"
+    store = Store.open(url, create=True)
+    store.tasks.upsert([TaskSpec(name="real", func="app:f", cron="@hourly")])
+    store.close()
+    assert main(["bench", "--db", url, "--workdir", str(tmp_path / "w"), "--no-probe"]) == 2
+    assert "holds 1 task(s) that are not benchmark tasks" in capsys.readouterr().err
