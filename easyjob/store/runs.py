@@ -8,6 +8,7 @@ and the caller is told so by a ``False``/``None`` result. Versions only grow.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -78,6 +79,9 @@ class Blocked:
 
 
 BLOCKED = Blocked()
+
+#: What :meth:`RunStore.start_many` returns: per run id, the started run, BLOCKED or None.
+Starts = dict[int, "Run | Blocked | None"]
 
 
 class RunStore:
@@ -157,37 +161,56 @@ class RunStore:
         return [_run(row) for row in conn.execute(query).mappings()]
 
     def start(self, run: Run, *, exclusive: bool = False) -> Run | Blocked | None:
-        """CLAIMED -> RUNNING, setting ``start_time`` (database time). None if fenced.
+        """CLAIMED -> RUNNING, setting ``start_time`` (database time): :meth:`start_many`
+        for one run. Returns the running run, :data:`BLOCKED`, or None if fenced."""
+        started = self.start_many([run], exclusive={run.id} if exclusive else set())
+        return started.get(run.id)
 
-        With *exclusive* (overlap policies ``serial`` and ``skip``), the run only starts if no
-        other run of its task is RUNNING, and :data:`BLOCKED` is returned otherwise. The check
-        is part of the same UPDATE; two nodes starting runs of one task in the same instant
-        may still both start on PostgreSQL and MariaDB (READ COMMITTED), never on SQLite.
+    def start_many(self, runs: Sequence[Run], *, exclusive: Collection[int]) -> Starts:
+        """Start a batch of CLAIMED runs of one node with one version-checked UPDATE.
+
+        Returns, per run id, the RUNNING run (version + 1), :data:`BLOCKED`, or None when
+        fenced (taken over meanwhile). A run whose id is in *exclusive* (overlap ``serial``
+        or ``skip``) only starts if no other run of its task is RUNNING, else it is BLOCKED;
+        give at most one run per task of those. The check is part of the same UPDATE; two
+        nodes starting runs of one task in the same instant may still both start on
+        PostgreSQL and MariaDB (READ COMMITTED), never on SQLite (one writer at a time).
         """
-        if not exclusive:
-            ok = self._transition(run, RunStatus.RUNNING, start_time=db_now())
-            return run.bumped(RunStatus.RUNNING) if ok else None
+        if not runs:
+            return {}
+        node = _one_node(runs, RunStatus.RUNNING)
+        expected = {r.id: r.version for r in runs}
         other = d.alias("other")
         busy = sa.exists().where(
-            other.c.task_id == run.task_id,
+            other.c.task_id == d.c.task_id,
             other.c.status == str(RunStatus.RUNNING),
-            other.c.id != run.id,
+            other.c.id != d.c.id,
         )
+        free = sa.or_(d.c.id.not_in(list(exclusive)), ~busy) if exclusive else sa.true()
 
-        def write(conn: sa.Connection) -> Run | Blocked | None:
-            if _fenced_update(conn, run, RunStatus.RUNNING, {"start_time": db_now()}, ~busy):
-                return run.bumped(RunStatus.RUNNING)
-            still = conn.execute(
-                sa.select(d.c.id).where(
-                    d.c.id == run.id,
-                    d.c.version == run.version,
-                    d.c.status == str(run.status),
-                    d.c.node_id == run.node_id,
+        def write(conn: sa.Connection) -> Starts:
+            stmt = (
+                d.update()
+                .where(
+                    d.c.id.in_(list(expected)),
+                    d.c.status == str(RunStatus.CLAIMED),
+                    d.c.node_id == node,
+                    d.c.version == sa.case(expected, value=d.c.id),
+                    free,
                 )
-            ).first()
-            return BLOCKED if still is not None else None
+                .values(status=str(RunStatus.RUNNING), version=d.c.version + 1, start_time=db_now())
+            )
+            mine = sa.and_(d.c.node_id == node, d.c.status == str(RunStatus.RUNNING))
+            won = set(self._db.winners(conn, stmt, d, expected, mine))
+            result: Starts = {r.id: r.bumped(RunStatus.RUNNING) for r in runs if r.id in won}
+            waiting = [r for r in runs if r.id not in won and r.id in exclusive]
+            blocked = set(_unchanged(conn, waiting)) if waiting else set()
+            for r in runs:
+                if r.id not in won:
+                    result[r.id] = BLOCKED if r.id in blocked else None
+            return result
 
-        return self._db.write("run_running", write)
+        return self._db.write("runs_running", write)
 
     def release(self, run: Run) -> bool:
         """Hand a CLAIMED run back: PENDING again, claimable by any node. False if fenced."""
@@ -206,20 +229,43 @@ class RunStore:
         return self._db.write(f"run_{status.lower()}", write)
 
     def finish(self, run: Run) -> bool:
-        """RUNNING -> SUCCESS; in the same transaction, a PENDING run for each ACTIVE child
-        task (``pid`` = this run, same ``fire_time``) and the task's success count.
-        False (and nothing written) if fenced."""
+        """RUNNING -> SUCCESS: :meth:`finish_many` for one run. False if fenced."""
+        return bool(self.finish_many([run]))
 
-        def write(conn: sa.Connection) -> bool:
-            if not _fenced_update(conn, run, RunStatus.SUCCESS, {"end_time": db_now()}):
-                return False
-            conn.execute(
-                t.update().where(t.c.id == run.task_id).values(success_count=t.c.success_count + 1)
+    def finish_many(self, runs: Sequence[Run]) -> set[int]:
+        """RUNNING -> SUCCESS for a batch of one node's runs, in one transaction with: the
+        tasks' success counts, and a PENDING run for each ACTIVE child task of each run that
+        succeeded (``pid`` = that run, same ``fire_time``). Returns the ids written; a fenced
+        run (taken over, or timed out meanwhile) is left alone and its children not made."""
+        if not runs:
+            return set()
+        node = _one_node(runs, RunStatus.SUCCESS)
+        expected = {r.id: r.version for r in runs}
+
+        def write(conn: sa.Connection) -> set[int]:
+            stmt = (
+                d.update()
+                .where(
+                    d.c.id.in_(list(expected)),
+                    d.c.status == str(RunStatus.RUNNING),
+                    d.c.node_id == node,
+                    d.c.version == sa.case(expected, value=d.c.id),
+                )
+                .values(status=str(RunStatus.SUCCESS), version=d.c.version + 1, end_time=db_now())
             )
-            _children(conn, run, RunStatus.PENDING, None)
-            return True
+            mine = sa.and_(d.c.node_id == node, d.c.status == str(RunStatus.SUCCESS))
+            won = set(self._db.winners(conn, stmt, d, expected, mine))
+            if won:
+                per_task = Counter(r.task_id for r in runs if r.id in won)
+                conn.execute(
+                    t.update()
+                    .where(t.c.id.in_(list(per_task)))
+                    .values(success_count=t.c.success_count + sa.case(per_task, value=t.c.id))
+                )
+                _children_of(conn, won)
+            return won
 
-        return self._db.write("run_success", write)
+        return self._db.write("runs_success", write)
 
     def fail(self, run: Run, error: str, *, retry_in: timedelta | None) -> bool:
         """RUNNING -> FAILED with *error*; in the same transaction, either a new PENDING
@@ -234,7 +280,7 @@ class RunStore:
                 t.update().where(t.c.id == run.task_id).values(fail_count=t.c.fail_count + 1)
             )
             if retry_in is None:
-                _children(conn, run, RunStatus.SKIPPED, f"parent run {run.id} failed")
+                _children_of(conn, [run.id], RunStatus.SKIPPED, f"parent run {run.id} failed")
             else:
                 now = conn.scalar(sa.select(db_now()))
                 _new_attempt(
@@ -368,21 +414,55 @@ def _fenced_update(
     return done.rowcount == 1
 
 
-def _children(conn: sa.Connection, run: Run, status: RunStatus, reason: str | None) -> None:
+def _one_node(runs: Sequence[Run], status: RunStatus) -> str:
+    """The node that holds every run of a batch, all allowed to become *status*."""
+    for run in runs:
+        if status not in RUN_TRANSITIONS[run.status]:
+            raise ValueError(f"a {run.status} run cannot become {status}")
+    nodes = {r.node_id for r in runs}
+    if len(nodes) != 1:
+        raise ValueError(f"a batch must hold runs of one node, got {sorted(nodes)}")
+    return nodes.pop()
+
+
+def _unchanged(conn: sa.Connection, runs: Sequence[Run]) -> list[int]:
+    """Ids of *runs* whose rows still hold the version, status and node the runs carry."""
+    expected = {r.id: r.version for r in runs}
+    query = sa.select(d.c.id).where(
+        d.c.id.in_(list(expected)),
+        d.c.version == sa.case(expected, value=d.c.id),
+        d.c.status == str(runs[0].status),
+        d.c.node_id == runs[0].node_id,
+    )
+    return list(conn.scalars(query))
+
+
+def _children_of(
+    conn: sa.Connection,
+    parent_ids: Collection[int],
+    status: RunStatus = RunStatus.PENDING,
+    reason: str | None = None,
+) -> None:
+    """A run of each ACTIVE child task of each parent run in *parent_ids*: PENDING after a
+    success, or written SKIPPED with *reason* after a final failure."""
+    parent = d.alias("parent")
     now = db_now()
-    terminal = status != RunStatus.PENDING
-    select = sa.select(
-        t.c.id,
-        sa.literal(run.id, d.c.pid.type),
-        sa.literal(run.fire_time, d.c.fire_time.type),
-        now,
-        sa.literal(str(status)),
-        sa.literal(str(Trigger.PARENT)),
-        sa.literal(1),
-        sa.literal(reason, d.c.error_msg.type),
-        now if terminal else sa.null(),
-        now,
-    ).where(t.c.pid == run.task_id, t.c.status == str(TaskStatus.ACTIVE))
+    select = (
+        sa.select(
+            t.c.id,
+            parent.c.id,
+            parent.c.fire_time,
+            now,
+            sa.literal(str(status)),
+            sa.literal(str(Trigger.PARENT)),
+            sa.literal(1),
+            sa.literal(reason, d.c.error_msg.type),
+            now if status != RunStatus.PENDING else sa.null(),
+            now,
+        )
+        .join_from(parent, t, t.c.pid == parent.c.task_id)
+        .where(parent.c.id.in_(list(parent_ids)), t.c.status == str(TaskStatus.ACTIVE))
+    )
     columns = [
         "task_id",
         "pid",

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from easyjob.core.records import Candidate
 from easyjob.core.states import RunStatus
 from easyjob.store import Store
+from easyjob.store.runs import BLOCKED
 from easyjob.store.schema import task_detail_table as d
 from tests.store.conftest import FAST_RETRY, make_pending
 
@@ -192,3 +193,35 @@ def test_misfired_and_skipped_claims_close_with_a_reason(store: Store) -> None:
     assert _row(store, second.id)["status"] == "SKIPPED"
     with pytest.raises(ValueError, match="cannot be closed as"):
         store.runs.close_unstarted(first, RunStatus.SUCCESS, "no")
+
+
+def test_start_and_finish_many_write_exactly_the_runs_still_held(store: Store) -> None:
+    run_ids = make_pending(store, fires=4)
+    runs = store.runs.claim("node-a", _candidates(store, run_ids))
+    taken = replace(runs[1], version=runs[1].version)  # its row is about to move under it
+    assert store.runs.release(runs[1])
+    started = store.runs.start_many([*runs[:1], taken, *runs[2:]], exclusive=set())
+    assert started[runs[1].id] is None  # fenced: released meanwhile
+    running = [r for r in started.values() if isinstance(r, type(runs[0]))]
+    assert sorted(r.id for r in running) == [run_ids[0], run_ids[2], run_ids[3]]
+    stale = replace(running[0], version=running[0].version - 1)
+    assert store.runs.finish_many([stale, *running[1:]]) == {run_ids[2], run_ids[3]}
+    assert [_row(store, i)["status"] for i in run_ids] == [
+        "RUNNING",
+        "PENDING",
+        "SUCCESS",
+        "SUCCESS",
+    ]
+    assert store.tasks.get("job").success_count == 2
+    with pytest.raises(ValueError, match="a batch must hold runs of one node"):
+        store.runs.finish_many([running[0], replace(running[1], node_id="node-b")])
+
+
+def test_an_exclusive_start_is_blocked_while_its_task_runs(store: Store) -> None:
+    run_ids = make_pending(store, fires=2)
+    first, second = store.runs.claim("node-a", _candidates(store, run_ids))
+    assert isinstance(store.runs.start(first, exclusive=True), type(first))
+    assert store.runs.start_many([second], exclusive={second.id}) == {second.id: BLOCKED}
+    assert _row(store, second.id)["status"] == "CLAIMED"
+    started = store.runs.start_many([second], exclusive=set())  # overlap allow
+    assert started[second.id] is not None and started[second.id] is not BLOCKED
