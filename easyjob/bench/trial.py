@@ -143,7 +143,7 @@ def _wait_live(store: Store, config: TrialConfig, procs: list[subprocess.Popen[b
         if any(p.poll() is not None for p in procs):
             raise RuntimeError("a benchmark node exited at start; see its log in the workdir")
         _, live = store.nodes.live(timedelta(seconds=3 * config.heartbeat))
-        if len(live) == config.nodes:
+        if sum(n.heartbeat_at > n.started_at for n in live) == config.nodes:  # tasks registered
             return
         time.sleep(0.2)
     raise RuntimeError("benchmark nodes did not come up within a minute")

@@ -26,7 +26,7 @@ from easyjob.store import Store
 
 __all__ = ["Node"]
 
-_DOUBLE_SIGNAL_S = 0.3
+DOUBLE_SIGNAL_S = 0.1  # signals closer than this are one request
 
 
 class Node:
@@ -70,7 +70,6 @@ class Node:
             self.config.node_id,
             self.registry.by_func(),
             self.liveness,
-            retry_poll=min(self.config.poll, 0.5),
         )
         self.heartbeat = Heartbeater(
             self.store,
@@ -87,8 +86,8 @@ class Node:
             self.clock,
             self.liveness,
             self.config.workers,
+            retry_poll=min(self.config.poll, 0.5),
             on_free=lambda: self.loader.wake(),
-            node_id=self.config.node_id,
         )
         self.loader = Loader(
             self.store,
@@ -176,7 +175,7 @@ class Node:
         def on_signal(signum: int, frame: FrameType | None) -> None:
             # One signal sent twice at once (e.g. to the process and to its group, as GNU
             # timeout does) is not a second request: only one a moment later exits at once.
-            if first_at and self.clock.monotonic() - first_at[0] > _DOUBLE_SIGNAL_S:
+            if first_at and self.clock.monotonic() - first_at[0] > DOUBLE_SIGNAL_S:
                 os._exit(130)
             if first_at:
                 return

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -130,19 +130,20 @@ class Cluster:
         return node
 
     def wait_live(self, *node_ids: str, timeout: float = 30) -> None:
+        """Wait until each node is live and running: it heartbeated since it registered, so
+        its threads run and its tasks are registered."""
         want = set(node_ids or self.nodes)
 
         def live() -> bool:
             for node in self.nodes.values():
                 if not node.alive and node.node_id in want:
                     raise AssertionError(f"node {node.node_id} exited:\n{node.log()[-3000:]}")
-            return want <= {n.node_id for n in self.store.nodes.live(self._dead())[1]}
+            _, nodes = self.store.nodes.live(self._dead())
+            return want <= {n.node_id for n in nodes if n.heartbeat_at > n.started_at}
 
         wait_until(f"nodes {sorted(want)} live", live, timeout)
 
-    def _dead(self) -> object:
-        from datetime import timedelta
-
+    def _dead(self) -> timedelta:
         return timedelta(seconds=float(FAST["heartbeat"]) * int(FAST["dead-after"]))
 
     def stop_all(self, timeout: float = 30) -> None:
