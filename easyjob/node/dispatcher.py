@@ -179,11 +179,14 @@ class Dispatcher:
         Returns how many were still running when the grace ran out."""
         with self._cond:
             self._closed = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join()  # a batch being started is handed to the pool first
+        with self._cond:
             waiting = [run for _, _, run in self._heap]
             self._heap.clear()
             for run in waiting:
                 self._held.pop(run.id, None)
-            self._cond.notify_all()
         self._release(waiting)
         deadline = self._clock.monotonic() + grace
         with self._cond:
