@@ -51,6 +51,7 @@ class TrialConfig:
     poll: float = 0.2
     heartbeat: float = 1.0
     warmup: float = 3.0
+    strategy: str = "default"
 
 
 def run_trial(config: TrialConfig, workdir: Path, progress: Callable[[str], None]) -> TrialFigures:
@@ -130,6 +131,8 @@ def _start_nodes(config: TrialConfig, workdir: Path) -> list[subprocess.Popen[by
             str(config.heartbeat),
             "--stats-file",
             str(stats),
+            "--strategy",
+            config.strategy,
         ]
         log = (workdir / f"node-{i}.log").open("wb")
         procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT))

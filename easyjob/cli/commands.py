@@ -203,6 +203,7 @@ def bench(args: argparse.Namespace) -> int:
         workers=args.workers,
         poll=args.poll,
         heartbeat=args.heartbeat,
+        strategy=args.strategy,
     )
     trials = []
     while True:

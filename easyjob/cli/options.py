@@ -178,6 +178,7 @@ def _bench_options(bench: argparse.ArgumentParser) -> None:
         ),
         ("--max-tasks", "BENCH_MAX_TASKS", "1000000", positive_int, "--find-max stops here"),
         ("--workdir", "BENCH_WORKDIR", "easyjob-bench", None, "node logs and counters go here"),
+        ("--strategy", "BENCH_STRATEGY", "default", None, "the nodes' claim strategy"),
     ):
         option(bench, flag, env=env, default=default, kind=kind, help=help, metavar="X")
     bench.add_argument(
