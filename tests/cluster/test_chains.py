@@ -56,9 +56,10 @@ def test_a_crash_mid_chain_reruns_only_the_interrupted_step(db_url: str, tmp_pat
         cluster.store.tasks.trigger("chain_a")
 
         def b_running() -> str | None:
-            for run in cluster.runs("chain_b"):
-                if run.status == RunStatus.RUNNING:
-                    return run.node_id
+            # The job's own line: RUNNING in the table comes a moment before the call.
+            for entry in cluster.ledger():
+                if (entry.task, entry.event) == ("chain_b", "started"):
+                    return entry.node
             return None
 
         holder = wait_until("chain_b to start", b_running, 20)

@@ -73,9 +73,11 @@ def test_every_fire_runs_exactly_once_on_three_nodes(db_url: str, tmp_path: Path
 
 def _slow_run_on(cluster: Cluster, attempt: int = 1) -> tuple[int, str]:
     def running() -> tuple[int, str] | None:
+        # Mid-run: RUNNING in the table and the job's own "started" line in the ledger.
+        began = {e.run_id for e in cluster.ledger() if e.event == "started"}
         for run in cluster.runs("slow"):
-            if run.status == RunStatus.RUNNING and run.attempt == attempt and run.node_id:
-                return run.id, run.node_id
+            if run.status == RunStatus.RUNNING and run.attempt == attempt and run.id in began:
+                return run.id, str(run.node_id)
         return None
 
     return wait_until(f"the slow run (attempt {attempt}) to start", running, 20)
