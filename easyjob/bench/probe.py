@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from easyjob.core.records import TaskSpec
 from easyjob.core.states import RunStatus, TaskStatus, Trigger
 from easyjob.store import Store
+from easyjob.store.database import at_versions
 from easyjob.store.engine import db_now
 from easyjob.store.schema import task_detail_table as d
 
@@ -91,9 +92,8 @@ def _claim_loop(url: str, first_id: int, seconds: float, seed: int) -> int:
                 stmt = (
                     d.update()
                     .where(
-                        d.c.id.in_(list(expected)),
+                        at_versions(d, expected),
                         d.c.status == str(RunStatus.PENDING),
-                        d.c.version == sa.case(expected, value=d.c.id),
                     )
                     .values(version=d.c.version + 1, node_id=me, claim_time=db_now())
                 )

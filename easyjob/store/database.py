@@ -19,10 +19,19 @@ from easyjob.store.engine import READONLY, create_engine, db_now, safe_url
 from easyjob.store.retry import RetryPolicy
 from easyjob.store.schema import SCHEMA_VERSION, meta_table, metadata
 
-__all__ = ["Database"]
+__all__ = ["Database", "at_versions"]
 
 T = TypeVar("T")
 log = logging.getLogger("easyjob.store")
+
+
+def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElement[bool]:
+    """Rows ``id -> version`` still at the version read: the WHERE of every batch
+    version-checked UPDATE (the primary key narrows the batch; the CASE checks each row)."""
+    return sa.and_(
+        table.c.id.in_(list(expected)),
+        table.c.version == sa.case(dict(expected), value=table.c.id),
+    )
 
 
 class Counters:
@@ -124,10 +133,8 @@ class Database:
             return list(expected)
         if changed == 0:
             return []
-        bumped = sa.case({i: v + 1 for i, v in expected.items()}, value=table.c.id)
-        query = sa.select(table.c.id).where(
-            table.c.id.in_(list(expected)), table.c.version == bumped, mine
-        )
+        bumped = {i: v + 1 for i, v in expected.items()}
+        query = sa.select(table.c.id).where(at_versions(table, bumped), mine)
         return list(conn.scalars(query))
 
     # -- schema -----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from easyjob.core.states import (
     TaskStatus,
     Trigger,
 )
-from easyjob.store.database import Database
+from easyjob.store.database import Database, at_versions
 from easyjob.store.engine import db_now
 from easyjob.store.schema import node_table, task_detail_table, task_table
 
@@ -129,9 +129,8 @@ class RunStore:
             stmt = (
                 d.update()
                 .where(
-                    d.c.id.in_(list(expected)),
+                    at_versions(d, expected),
                     d.c.status == str(RunStatus.PENDING),
-                    d.c.version == sa.case(expected, value=d.c.id),
                 )
                 .values(
                     status=str(RunStatus.CLAIMED),
@@ -192,10 +191,9 @@ class RunStore:
             stmt = (
                 d.update()
                 .where(
-                    d.c.id.in_(list(expected)),
+                    at_versions(d, expected),
                     d.c.status == str(RunStatus.CLAIMED),
                     d.c.node_id == node,
-                    d.c.version == sa.case(expected, value=d.c.id),
                     free,
                 )
                 .values(status=str(RunStatus.RUNNING), version=d.c.version + 1, start_time=db_now())
@@ -246,10 +244,9 @@ class RunStore:
             stmt = (
                 d.update()
                 .where(
-                    d.c.id.in_(list(expected)),
+                    at_versions(d, expected),
                     d.c.status == str(RunStatus.RUNNING),
                     d.c.node_id == node,
-                    d.c.version == sa.case(expected, value=d.c.id),
                 )
                 .values(status=str(RunStatus.SUCCESS), version=d.c.version + 1, end_time=db_now())
             )
@@ -429,8 +426,7 @@ def _unchanged(conn: sa.Connection, runs: Sequence[Run]) -> list[int]:
     """Ids of *runs* whose rows still hold the version, status and node the runs carry."""
     expected = {r.id: r.version for r in runs}
     query = sa.select(d.c.id).where(
-        d.c.id.in_(list(expected)),
-        d.c.version == sa.case(expected, value=d.c.id),
+        at_versions(d, expected),
         d.c.status == str(runs[0].status),
         d.c.node_id == runs[0].node_id,
     )

@@ -13,7 +13,7 @@ from easyjob.core.cron import CronSchedule
 from easyjob.core.records import Advance, TaskRow, TaskSpec
 from easyjob.core.states import RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError
-from easyjob.store.database import Database
+from easyjob.store.database import Database, at_versions
 from easyjob.store.engine import db_now
 from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
 
@@ -212,9 +212,8 @@ class TaskStore:
         stmt = (
             t.update()
             .where(
-                t.c.id.in_(list(expected)),
+                at_versions(t, expected),
                 t.c.status == str(TaskStatus.ACTIVE),
-                t.c.version == sa.case(expected, value=t.c.id),
             )
             .values(
                 next_start_time=next_value,
