@@ -116,26 +116,30 @@ class Database:
         return self.read("db_now", lambda conn: conn.scalar(sa.select(db_now())))
 
     def winners(
-        self,
-        conn: sa.Connection,
-        stmt: sa.Update,
-        table: sa.Table,
-        expected: Mapping[int, int],
-        mine: sa.ColumnElement[bool],
+        self, conn: sa.Connection, stmt: sa.Update, table: sa.Table, expected: Mapping[int, int]
     ) -> list[int]:
         """Run a batch version-checked UPDATE of rows ``id -> version read`` and return the ids
-        it changed. *mine* must hold, after the update, only for rows this caller has changed
-        from the version it read (e.g. ``node_id = me AND status = 'CLAIMED'``)."""
+        it changed.
+
+        PostgreSQL and SQLite name them with ``RETURNING``. MySQL/MariaDB have no UPDATE ...
+        RETURNING: there the rows the UPDATE would change are first read and locked by primary
+        key (``SELECT ... FOR UPDATE`` with the same WHERE: the batch's rows only, never the
+        table), then updated. Nobody else can move a locked row meanwhile, so a locked row at
+        its version read + 1 afterwards was moved by this statement and no other: a row this
+        caller moved in an earlier call is never reported again.
+        """
         if self.update_returning:
             return [row[0] for row in conn.execute(stmt.returning(table.c.id))]
-        changed = conn.execute(stmt).rowcount
-        if changed == len(expected):
-            return list(expected)
-        if changed == 0:
+        where = stmt.whereclause if stmt.whereclause is not None else sa.true()
+        locked = sa.select(table.c.id).where(where).order_by(table.c.id)
+        ids = list(conn.scalars(locked.with_for_update()))
+        if not ids:
             return []
-        bumped = {i: v + 1 for i, v in expected.items()}
-        query = sa.select(table.c.id).where(at_versions(table, bumped), mine)
-        return list(conn.scalars(query))
+        changed = conn.execute(stmt.where(table.c.id.in_(ids))).rowcount
+        if changed == len(ids):
+            return ids
+        bumped = {i: expected[i] + 1 for i in ids}
+        return list(conn.scalars(sa.select(table.c.id).where(at_versions(table, bumped))))
 
     # -- schema -----------------------------------------------------------------------------
 

@@ -139,8 +139,7 @@ class RunStore:
                     claim_time=db_now(),
                 )
             )
-            mine = sa.and_(d.c.node_id == node_id, d.c.status == str(RunStatus.CLAIMED))
-            won = self._db.winners(conn, stmt, d, expected, mine)
+            won = self._db.winners(conn, stmt, d, expected)
             return self._runs(conn, won) if won else []
 
         return self._db.write("claim_runs", write)
@@ -198,8 +197,7 @@ class RunStore:
                 )
                 .values(status=str(RunStatus.RUNNING), version=d.c.version + 1, start_time=db_now())
             )
-            mine = sa.and_(d.c.node_id == node, d.c.status == str(RunStatus.RUNNING))
-            won = set(self._db.winners(conn, stmt, d, expected, mine))
+            won = set(self._db.winners(conn, stmt, d, expected))
             result: Starts = {r.id: r.bumped(RunStatus.RUNNING) for r in runs if r.id in won}
             waiting = [r for r in runs if r.id not in won and r.id in exclusive]
             blocked = set(_unchanged(conn, waiting)) if waiting else set()
@@ -250,8 +248,7 @@ class RunStore:
                 )
                 .values(status=str(RunStatus.SUCCESS), version=d.c.version + 1, end_time=db_now())
             )
-            mine = sa.and_(d.c.node_id == node, d.c.status == str(RunStatus.SUCCESS))
-            won = set(self._db.winners(conn, stmt, d, expected, mine))
+            won = set(self._db.winners(conn, stmt, d, expected))
             if won:
                 per_task = Counter(r.task_id for r in runs if r.id in won)
                 conn.execute(

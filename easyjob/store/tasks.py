@@ -223,7 +223,7 @@ class TaskStore:
                 update_time=db_now(),
             )
         )
-        won = self._db.winners(conn, stmt, t, expected, t.c.node_id == node_id)
+        won = self._db.winners(conn, stmt, t, expected)
         now = conn.scalar(sa.select(db_now()))
         rows = [
             {
