@@ -714,9 +714,10 @@ BROKEN = {
 }
 
 #: Deterministic (derandomized) and quick: one store emptied between examples, stop at the
-#: first failure, no shrinking. (With ``Phase.shrink`` added, shrinking takes 5-35 s more and
-#: ends at 4 steps for ``by_id_only``: claim, start, release with the CLAIMED token; and 5 for
-#: ``status_only``: claim, release, claim again, release with the first CLAIMED token.)
+#: first failure, no shrinking. (With ``Phase.shrink`` added, shrinking takes 15-35 s more; it
+#: ends at 4 steps for ``by_id_only``: first runs, claim, release, release again with the same
+#: token; and at 5 for ``status_only``: first runs, claim, release, claim again (same node),
+#: release with the first CLAIMED token, which only its version tells from the current one.)
 FIND_BROKEN = _settings(300, 25, phases=[Phase.generate])
 
 
