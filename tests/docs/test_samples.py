@@ -98,11 +98,28 @@ def _point_at(argv: list[str], url: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("where", "line"), _commands(), ids=[f"{w}:{c}" for w, c in _commands()])
-def test_cli_samples_run(where: str, line: str, docs_db: str, clean_registry: None) -> None:
+def test_cli_samples_run(
+    where: str, line: str, docs_db: str, clean_registry: None, tmp_path: Path
+) -> None:
     argv = _point_at(shlex.split(line)[1:], docs_db)
     if argv[0] == "run":
         _run_a_node(argv, docs_db)
         return
+    if argv[0] == "bench":  # a database of its own, and a trial small enough for a test
+        argv = [
+            *_point_at(argv, f"sqlite:///{tmp_path}/bench.db"),
+            "--nodes",
+            "2",
+            "--tasks",
+            "3",
+            "--duration",
+            "2",
+            "--max-tasks",
+            "6",
+            "--no-probe",
+            "--workdir",
+            str(tmp_path / "bench"),
+        ]
     assert main(argv) == 0, f"{where}: `{line}` failed"
 
 
