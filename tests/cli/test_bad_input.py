@@ -139,11 +139,13 @@ def test_a_live_node_id_in_use(
         "--node-id",
         "busy",
         "--heartbeat",
-        "0.05",
+        "0.5",
         "--dead-after",
         "2",
     ]
-    # The other node keeps heartbeating while this one waits for its heartbeat to go stale.
+    # The other node keeps heartbeating (every 20 ms, 50 times inside the 1 s dead threshold,
+    # so even a stalled beat or two keeps it fresh) while this one waits 1.5 s for it to go
+    # stale, then gives up.
     stop = threading.Event()
 
     def beat() -> None:
