@@ -21,6 +21,7 @@ from typing import NoReturn, TypeVar
 
 import pytest
 
+from easyjob.store import RetryPolicy, Store
 from tests.rig.backends import BACKENDS, backend_params
 from tests.rig.servers import (
     DatabaseServer,
@@ -144,3 +145,17 @@ def db_url(
         db_server.drop_database(name)  # also terminates connections the test left open
     except Exception:
         log.exception("could not drop test database %s", name)
+
+
+#: Store writes in tests give up after 10 s instead of 30.
+FAST_RETRY = RetryPolicy(deadline_s=10.0, initial_s=0.02, max_wait_s=0.5)
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    """A store on a fresh database of each backend, schema created."""
+    store = Store.open(db_url, create=True, retry=FAST_RETRY)
+    try:
+        yield store
+    finally:
+        store.close()

@@ -36,10 +36,6 @@ class Loop:
     def wake(self) -> None:
         self._wake.set()
 
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
     def step(self) -> float | None:
         """One round of work; may return a shorter delay before the next round."""
         raise NotImplementedError

@@ -163,9 +163,6 @@ class Node:
         self._stopped.set()
         self.log.info("node %s stopped", self.config.node_id)
 
-    def request_stop(self) -> None:
-        self._stop_requested.set()
-
     def run(self) -> None:
         """Start, run until SIGTERM or SIGINT, then stop gracefully. A second signal exits
         the process at once (status 130)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -16,7 +16,7 @@ from easyjob.errors import (
     SchemaVersionError,
 )
 from easyjob.store.engine import READONLY, create_engine, db_now, safe_url
-from easyjob.store.retry import RetryPolicy
+from easyjob.store.retry import RetryPolicy, first_line
 from easyjob.store.schema import SCHEMA_VERSION, meta_table, metadata
 
 __all__ = ["Database", "at_versions"]
@@ -83,7 +83,7 @@ class Database:
         except sa_exc.DBAPIError as err:
             db.dispose()
             raise DatabaseUnavailableError(
-                f"cannot reach database {safe_url(url)!r}: {_first_line(err.orig or err)}"
+                f"cannot reach database {safe_url(url)!r}: {first_line(err.orig or err)}"
             ) from err
         return db
 
@@ -182,13 +182,3 @@ class Database:
     def drop_schema(self) -> None:
         """Drop every easyjob table (tests and `easyjob` uninstall only)."""
         self.write("drop_schema", lambda conn: metadata.drop_all(conn, checkfirst=True))
-
-
-def in_chunks(values: Collection[T], size: int) -> list[list[T]]:
-    items = list(values)
-    return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__

@@ -153,15 +153,12 @@ class NodeStore:
 
         return self._db.write("mark_dead", write)
 
-    def all(self, *, include_stopped: bool = True) -> tuple[datetime, list[NodeRow]]:
+    def all(self) -> tuple[datetime, list[NodeRow]]:
         """The database time and every node row with its heartbeat age in database time.
 
         Ages come from the database clock alone: a node whose own clock is off is judged
         by when the database saw its last heartbeat."""
-
-        if include_stopped:
-            return self._read()
-        return self._read(n.c.status != str(NodeStatus.STOPPED))
+        return self._read()
 
     def _read(self, *where: sa.ColumnElement[bool]) -> tuple[datetime, list[NodeRow]]:
         def read(conn: sa.Connection) -> tuple[datetime, list[NodeRow]]:

@@ -9,7 +9,6 @@ disk. Everything else (a bug, a constraint violation, a missing table) is raised
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import tenacity
 from sqlalchemy import exc as sa_exc
@@ -88,7 +87,7 @@ class RetryPolicy:
                 what,
                 state.attempt_number,
                 state.upcoming_sleep,
-                _first_line(err),
+                first_line(err),
             )
 
         return tenacity.Retrying(
@@ -102,5 +101,7 @@ class RetryPolicy:
         )
 
 
-def _first_line(err: Any) -> str:
-    return str(err).splitlines()[0] if err is not None and str(err) else repr(err)
+def first_line(err: BaseException | None) -> str:
+    """The first line of *err*'s message (its type name when it has none), for messages."""
+    text = str(err).strip() if err is not None else ""
+    return text.splitlines()[0] if text else type(err).__name__

@@ -144,10 +144,6 @@ class RunStore:
 
         return self._db.write("claim_runs", write)
 
-    def get(self, run_id: int) -> Run | None:
-        """The run *run_id* with its task's fields, or None."""
-        return next(iter(self._db.read("get_run", lambda conn: self._runs(conn, [run_id]))), None)
-
     @staticmethod
     def _runs(conn: sa.Connection, ids: Collection[int]) -> list[Run]:
         query = (

@@ -14,10 +14,8 @@ import sqlalchemy as sa
 
 from easyjob.cli import main
 from easyjob.core.records import Run, TaskSpec
-from easyjob.store import RetryPolicy, Store
+from easyjob.store import Store
 from easyjob.store.schema import task_detail_table as d
-
-FAST_RETRY = RetryPolicy(deadline_s=10.0, initial_s=0.02, max_wait_s=0.5)
 
 
 @dataclass(frozen=True)
@@ -56,15 +54,6 @@ def _restore_logging() -> Iterator[None]:
         root.removeHandler(handler)
         handler.close()
     root.setLevel(level)
-
-
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    store = Store.open(db_url, create=True, retry=FAST_RETRY)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 YEARLY = "0 0 0 1 1 *"  # never due during a test: lag and due-ness come from aged rows only

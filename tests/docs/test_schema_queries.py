@@ -23,7 +23,7 @@ from easyjob.core.states import NodeStatus, RunStatus, TaskStatus, Trigger
 from easyjob.store import Store
 from easyjob.store.engine import READONLY, create_engine
 from easyjob.store.schema import metadata, node_table, task_table
-from tests.store.conftest import FAST_RETRY
+from tests.conftest import FAST_RETRY
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "schema.md"
 DIALECTS = ("sqlite", "postgresql", "mysql")

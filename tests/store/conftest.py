@@ -2,24 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
-
 from easyjob.core.records import Advance, PlannedFire, TaskSpec
-from easyjob.store import RetryPolicy, Store
-
-FAST_RETRY = RetryPolicy(deadline_s=10.0, initial_s=0.02, max_wait_s=0.5)
-
-
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    store = Store.open(db_url, create=True, retry=FAST_RETRY)
-    try:
-        yield store
-    finally:
-        store.close()
+from easyjob.store import Store
 
 
 def every_second(name: str = "job", **kwargs: object) -> TaskSpec:

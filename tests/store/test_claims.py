@@ -15,7 +15,8 @@ from easyjob.core.states import RunStatus
 from easyjob.store import Store
 from easyjob.store.runs import BLOCKED
 from easyjob.store.schema import task_detail_table as d
-from tests.store.conftest import FAST_RETRY, make_pending
+from tests.conftest import FAST_RETRY
+from tests.store.conftest import make_pending
 
 
 def _candidates(store: Store, ids: list[int]) -> list[Candidate]:
