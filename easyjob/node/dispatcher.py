@@ -152,10 +152,15 @@ class Dispatcher:
         if error is None:
             self._writer.put(run)
             return
-        try:
-            self._runner.record_failure(run, error)
-        except Exception:
-            log.exception("run %s of %s: could not record its failure", run.id, run.task_name)
+        while True:  # like a success, a failure is written before the run is let go
+            try:
+                self._runner.record_failure(run, error)
+                break
+            except Exception:
+                log.exception(
+                    "run %s of %s: could not record its failure; retrying", run.id, run.task_name
+                )
+                threading.Event().wait(1.0)
         self._done(run)
 
     def _done(self, run: Run) -> None:

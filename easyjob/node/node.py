@@ -99,7 +99,9 @@ class Node:
             funcs,
             self.log,
         )
-        self.recovery = Recoverer(self.store, self.config, self.liveness, self.log)
+        self.recovery = Recoverer(
+            self.store, self.config, self.liveness, self.log, self.dispatcher.held_ids
+        )
         self._runner = runner
         self.heartbeat.register()
         self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at

@@ -1,8 +1,10 @@
-"""The recovery thread: takes back the runs of nodes judged dead in database time."""
+"""The recovery thread: takes back the runs of nodes judged dead in database time, and this
+node's own runs that it no longer knows of."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from easyjob.core.config import NodeConfig
 from easyjob.node.liveness import Liveness
@@ -16,6 +18,13 @@ class Recoverer(Loop):
     """Every heartbeat: if this node is *stable* (see :class:`Liveness`), find runs held by
     nodes whose heartbeat is older than the dead threshold, in bounded batches, and make each
     claimable again as its next attempt (version-checked, so two recoverers never both win).
+
+    Once per dead threshold it also sweeps for *orphans*: runs the database says this node
+    holds but the node does not know of (*known* gives the ids it holds in memory). A claim
+    or start whose COMMIT was applied while every retry of it failed leaves one; so does a
+    release that could not be written. A run found so twice in a row at the same version is
+    taken back like a dead node's: its function never ran here, because a run whose function
+    ran stays known until its outcome is written.
     """
 
     name = "recovery"
@@ -26,13 +35,20 @@ class Recoverer(Loop):
         config: NodeConfig,
         liveness: Liveness,
         log: logging.LoggerAdapter[logging.Logger],
+        known: Callable[[], set[int]],
     ) -> None:
         super().__init__(config.heartbeat, log)
         self._store = store
         self._config = config
         self._liveness = liveness
+        self._known = known
+        self._steps = 0
+        self._suspects: dict[int, int] = {}
 
     def step(self) -> float | None:
+        self._steps += 1
+        if self._steps % self._config.dead_after == 0:
+            self.sweep_orphans()
         if not self._liveness.stable():
             return None
         now = self._liveness.db_now()
@@ -49,3 +65,18 @@ class Recoverer(Loop):
             "recovered %d run(s) of dead node(s) %s as new attempts", len(created), ", ".join(dead)
         )
         return 0.0 if len(held) == self._config.batch else None
+
+    def sweep_orphans(self) -> int:
+        """Take back this node's orphans seen in the previous sweep too; returns how many."""
+        me = self._config.node_id
+        held = self._store.runs.held_by(me, self._config.batch)
+        known = self._known()  # after the read: a run claimed since is not in it anyway
+        unknown = {h.id: h for h in held if h.id not in known}
+        orphans = [h for h in unknown.values() if self._suspects.get(h.id) == h.version]
+        self._suspects = {h.id: h.version for h in unknown.values()}
+        if not orphans:
+            return 0
+        reason = f"node {me} lost track of it (a write's reply was lost); taken back by {me}"
+        created = self._store.runs.recover(orphans, me, reason=reason)
+        self.log.warning("took back %d run(s) this node had lost track of", len(created))
+        return len(created)

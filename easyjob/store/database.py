@@ -94,9 +94,34 @@ class Database:
     def dispose(self) -> None:
         self.engine.dispose()
 
-    def write(self, what: str, fn: Callable[[sa.Connection], T]) -> T:
-        """Run *fn* in one read-write transaction, retried on transient errors."""
-        result: T = self.retry.retrying(what)(self._once, fn, {})
+    def write(
+        self,
+        what: str,
+        fn: Callable[[sa.Connection], T],
+        *,
+        landed: Callable[[sa.Connection], T | None] | None = None,
+    ) -> T:
+        """Run *fn* in one read-write transaction, retried on transient errors.
+
+        An attempt can fail after its COMMIT was applied (the reply was lost with the
+        connection): its retry would then find its rows already moved and report them lost.
+        A write whose retry cannot simply run again gives *landed*: on every retried attempt
+        it runs first, in the new transaction, and returns the earlier attempt's result when
+        that attempt's changes are in the database, or None (then *fn* runs).
+        """
+        attempts = 0
+
+        def attempt(conn: sa.Connection) -> T:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1 and landed is not None:
+                found = landed(conn)
+                if found is not None:
+                    log.warning("%s: an earlier attempt was committed; its reply was lost", what)
+                    return found
+            return fn(conn)
+
+        result: T = self.retry.retrying(what)(self._once, attempt, {})
         return result
 
     def read(self, what: str, fn: Callable[[sa.Connection], T]) -> T:

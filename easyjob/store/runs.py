@@ -9,7 +9,7 @@ and the caller is told so by a ``False``/``None`` result. Versions only grow.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -142,7 +142,11 @@ class RunStore:
             won = self._db.winners(conn, stmt, d, expected)
             return self._runs(conn, won) if won else []
 
-        return self._db.write("claim_runs", write)
+        def landed(conn: sa.Connection) -> list[Run] | None:
+            won = _moved(conn, expected, RunStatus.CLAIMED, node_id)
+            return self._runs(conn, won) if won else None
+
+        return self._db.write("claim_runs", write, landed=landed)
 
     @staticmethod
     def _runs(conn: sa.Connection, ids: Collection[int]) -> list[Run]:
@@ -193,7 +197,9 @@ class RunStore:
                 )
                 .values(status=str(RunStatus.RUNNING), version=d.c.version + 1, start_time=db_now())
             )
-            won = set(self._db.winners(conn, stmt, d, expected))
+            return outcome(conn, set(self._db.winners(conn, stmt, d, expected)))
+
+        def outcome(conn: sa.Connection, won: set[int]) -> Starts:
             result: Starts = {r.id: r.bumped(RunStatus.RUNNING) for r in runs if r.id in won}
             waiting = [r for r in runs if r.id not in won and r.id in exclusive]
             blocked = set(_unchanged(conn, waiting)) if waiting else set()
@@ -202,7 +208,11 @@ class RunStore:
                     result[r.id] = BLOCKED if r.id in blocked else None
             return result
 
-        return self._db.write("runs_running", write)
+        def landed(conn: sa.Connection) -> Starts | None:
+            won = set(_moved(conn, expected, RunStatus.RUNNING, node))
+            return outcome(conn, won) if won else None
+
+        return self._db.write("runs_running", write, landed=landed)
 
     def release(self, run: Run) -> bool:
         """Hand a CLAIMED run back: PENDING again, claimable by any node. False if fenced."""
@@ -218,7 +228,7 @@ class RunStore:
         def write(conn: sa.Connection) -> bool:
             return _fenced_update(conn, run, status, values)
 
-        return self._db.write(f"run_{status.lower()}", write)
+        return self._db.write(f"run_{status.lower()}", write, landed=_landed_one(run, status))
 
     def finish(self, run: Run) -> bool:
         """RUNNING -> SUCCESS: :meth:`finish_many` for one run. False if fenced."""
@@ -255,7 +265,10 @@ class RunStore:
                 _children_of(conn, won)
             return won
 
-        return self._db.write("runs_success", write)
+        def landed(conn: sa.Connection) -> set[int] | None:
+            return set(_moved(conn, expected, RunStatus.SUCCESS, node)) or None
+
+        return self._db.write("runs_success", write, landed=landed)
 
     def fail(self, run: Run, error: str, *, retry_in: timedelta | None) -> bool:
         """RUNNING -> FAILED with *error*; in the same transaction, either a new PENDING
@@ -285,7 +298,7 @@ class RunStore:
                 )
             return True
 
-        return self._db.write("run_failed", write)
+        return self._db.write("run_failed", write, landed=_landed_one(run, RunStatus.FAILED))
 
     # -- recovery ---------------------------------------------------------------------------
 
@@ -328,16 +341,19 @@ class RunStore:
 
         return self._db.read("held_by", read)
 
-    def recover(self, runs: Sequence[HeldRun], by_node: str) -> list[int]:
+    def recover(
+        self, runs: Sequence[HeldRun], by_node: str, *, reason: str | None = None
+    ) -> list[int]:
         """Take back *runs* of dead nodes: each goes ABANDONED (version-checked) and a new
         PENDING attempt (``attempt`` + 1, ``triggered_by`` = recovery) is made claimable now.
-        Returns the ids of the new attempts; a run that changed meanwhile is left alone."""
+        Returns the ids of the new attempts; a run that changed meanwhile is left alone.
+        *reason* (default: the holder was declared dead) is written to the abandoned row."""
 
         def write(conn: sa.Connection) -> list[int]:
             now = conn.scalar(sa.select(db_now()))
             created = []
             for run in runs:
-                reason = f"node {run.node_id} declared dead; taken over by {by_node}"
+                why = reason or f"node {run.node_id} declared dead; taken over by {by_node}"
                 done = conn.execute(
                     d.update()
                     .where(
@@ -347,7 +363,7 @@ class RunStore:
                         status=str(RunStatus.ABANDONED),
                         version=d.c.version + 1,
                         end_time=now,
-                        error_msg=reason,
+                        error_msg=why,
                     )
                 )
                 if done.rowcount == 1:
@@ -402,6 +418,30 @@ def _fenced_update(
         .values(status=str(status), version=d.c.version + 1, **values)
     )
     return done.rowcount == 1
+
+
+def _moved(
+    conn: sa.Connection, expected: Mapping[int, int], status: RunStatus, node_id: str | None
+) -> list[int]:
+    """Ids of rows ``id -> version read`` that are now one version on, in *status*, held by
+    *node_id*: the rows an earlier attempt of the same write moved, when its COMMIT was
+    applied but its reply lost. Within one node one thread makes each transition (a run's
+    failure and its timeout race for the same FAILED, and both mean the same outcome), so no
+    other call of this node can have left a row so."""
+    bumped = {i: v + 1 for i, v in expected.items()}
+    holder = d.c.node_id.is_(None) if node_id is None else d.c.node_id == node_id
+    query = sa.select(d.c.id).where(at_versions(d, bumped), d.c.status == str(status), holder)
+    return list(conn.scalars(query))
+
+
+def _landed_one(run: Run, status: RunStatus) -> Callable[[sa.Connection], bool | None]:
+    """The *landed* check of a one-run transition to *status* (see :meth:`Database.write`)."""
+    holder = None if status == RunStatus.PENDING else run.node_id
+
+    def landed(conn: sa.Connection) -> bool | None:
+        return True if _moved(conn, {run.id: run.version}, status, holder) else None
+
+    return landed
 
 
 def _one_node(runs: Sequence[Run], status: RunStatus) -> str:
