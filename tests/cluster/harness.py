@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -111,6 +111,18 @@ class Cluster:
         self.store = Store.open(db_url, create=True)
 
     def start(self, node_id: str, **options: str) -> NodeProcess:
+        return self.start_with(node_id, options)
+
+    def start_with(
+        self,
+        node_id: str,
+        options: Mapping[str, str],
+        *,
+        db_url: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> NodeProcess:
+        """Start a node; *db_url* (default: the cluster's) lets one node reach the database
+        another way (through its own proxy), *env* adds to this node's environment."""
         settings = {**FAST, **options}
         argv = [
             sys.executable,
@@ -119,13 +131,14 @@ class Cluster:
             "run",
             JOBS,
             "--db",
-            self.db_url,
+            db_url or self.db_url,
             "--node-id",
             node_id,
         ]
         for key, value in settings.items():
             argv += [f"--{key}", value]
-        node = NodeProcess(node_id, argv, self.env, self.workdir / f"{node_id}.log")
+        node_env = {**self.env, **(env or {})}
+        node = NodeProcess(node_id, argv, node_env, self.workdir / f"{node_id}.log")
         self.nodes[node_id] = node
         return node
 
