@@ -464,6 +464,16 @@ def restart(node_id: str) -> Action:
     return act
 
 
+def restart_last_killed() -> Action:
+    """Start the node killed last again, under the same configured id."""
+
+    def act(play: Play) -> None:
+        killed = [f.target for f in play.faults.faults if f.kind == "kill9"]
+        restart(killed[-1])(play)
+
+    return act
+
+
 def sigstop(seconds: float, node_id: str | None = None, task: str = "slow") -> Action:
     """SIGSTOP a node for *seconds*, then SIGCONT; without *node_id*, the node running a
     freshly triggered *task* (so the pause holds a run: fencing is put to work)."""
