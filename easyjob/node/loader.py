@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from easyjob.core.config import NodeConfig
 from easyjob.core.cron import CronSchedule
 from easyjob.core.planner import plan_advance
-from easyjob.core.records import Advance, Candidate
+from easyjob.core.records import Advance, Candidate, NodeRow
 from easyjob.core.strategies import ClusterView, LeastCountStrategy, Strategy, overdue
 from easyjob.errors import ConfigError
 from easyjob.node.dispatcher import Dispatcher
@@ -24,10 +24,13 @@ class Loader(Loop):
     """Every poll, with database time *now* and horizon ``now + lookahead``:
 
     1. advance due task schedules, writing their fires up to the horizon as PENDING runs
-       (misfire policy applied; see :mod:`easyjob.core.planner`);
+       (misfire policy applied; see :mod:`easyjob.core.planner`): this node's share of the
+       tasks (task id modulo the live nodes), and any task overdue past the grace;
     2. read PENDING runs due by the horizon (of tasks whose function this node's code has), let
        the strategy pick this node's share (plus any overdue past the grace), and claim at
-       most as many as the dispatcher has free capacity for, in one batch.
+       most as many as the dispatcher has free capacity for, in one batch. When the strategy
+       offers more than that, each node starts at its own offset into the list, so that
+       nodes racing for the same runs (``default``) mostly try different ones.
 
     A node that is not fresh (its heartbeat may look dead to peers) claims nothing.
     """
@@ -74,7 +77,14 @@ class Loader(Loop):
         return 0.0 if backlog else None
 
     def _advance(self, now: datetime, horizon: datetime) -> bool:
-        due = self._store.tasks.due(horizon, self._config.batch, self._funcs)
+        live = [n.node_id for n in self._membership.nodes()]
+        share = None
+        if self._config.node_id in live:  # else (not yet in the membership): advance any
+            share = (live.index(self._config.node_id), len(live))
+        grace = timedelta(seconds=self._config.overdue_grace_s)
+        due = self._store.tasks.due(
+            horizon, self._config.batch, self._funcs, share=share, overdue_before=now - grace
+        )
         advances: list[Advance] = []
         backlog = False
         for task in due:
@@ -110,7 +120,7 @@ class Loader(Loop):
         mine = [c for c in pending if c.id not in held]
         if not mine:
             return
-        chosen = self._choose(mine, now)[:free]
+        chosen = _spread(self._choose(mine, now), free, self._membership.nodes(), self._config)
         if chosen:
             won = self._store.runs.claim(self._config.node_id, chosen)
             self.offered += len(chosen)
@@ -134,3 +144,18 @@ class Loader(Loop):
         late = overdue(candidates, now, grace)
         ids = {c.id for c in picked}
         return picked + [c for c in late if c.id not in ids]
+
+
+def _spread(
+    chosen: list[Candidate], free: int, nodes: list[NodeRow], config: NodeConfig
+) -> list[Candidate]:
+    """At most *free* of *chosen*: all of them when they fit, else a slice starting at this
+    node's rank among the live nodes (wrapping around), so nodes offered the same runs
+    claim mostly different ones instead of all losing to the first."""
+    if len(chosen) <= free:
+        return chosen
+    live = [n.node_id for n in nodes]
+    if config.node_id not in live:
+        return chosen[:free]
+    start = len(chosen) * live.index(config.node_id) // len(live)
+    return (chosen[start:] + chosen[:start])[:free]

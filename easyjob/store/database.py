@@ -16,10 +16,11 @@ from easyjob.errors import (
     SchemaVersionError,
 )
 from easyjob.store.engine import READONLY, create_engine, db_now, safe_url
+from easyjob.store.gate import WriteGate
 from easyjob.store.retry import RetryPolicy, first_line
 from easyjob.store.schema import SCHEMA_VERSION, meta_table, metadata
 
-__all__ = ["Database", "at_versions"]
+__all__ = ["Database", "at_versions", "per_id"]
 
 T = TypeVar("T")
 log = logging.getLogger("easyjob.store")
@@ -27,10 +28,25 @@ log = logging.getLogger("easyjob.store")
 
 def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElement[bool]:
     """Rows ``id -> version`` still at the version read: the WHERE of every batch
-    version-checked UPDATE (the primary key narrows the batch; the CASE checks each row)."""
+    version-checked UPDATE (the primary key narrows the batch; the row-value IN checks each
+    row). Both lists are single expanding parameters, so the statement compiles once for
+    every batch size and is served from SQLAlchemy's compiled cache after that."""
     return sa.and_(
         table.c.id.in_(list(expected)),
-        table.c.version == sa.case(dict(expected), value=table.c.id),
+        sa.tuple_(table.c.id, table.c.version).in_(list(expected.items())),
+    )
+
+
+def per_id(table: sa.Table, values: Mapping[int, Any], type_: Any = None) -> sa.Case[Any]:
+    """A CASE giving each row ``id -> value``: one WHEN per distinct value, each with an
+    expanding IN of the ids (rows of a batch mostly share a value: one next fire time, a
+    count of 1), so it compiles to few cached variants whatever the batch size."""
+    groups: dict[Any, list[int]] = {}
+    for row_id, value in values.items():
+        groups.setdefault(value, []).append(row_id)
+    return sa.case(
+        *((table.c.id.in_(ids), sa.literal(value, type_)) for value, ids in groups.items()),
+        else_=sa.null(),
     )
 
 
@@ -64,8 +80,16 @@ class Database:
     """An engine plus the way every store statement runs: one short transaction, retried
     as a whole on transient errors (see :mod:`easyjob.store.retry`)."""
 
-    def __init__(self, engine: sa.Engine, *, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        engine: sa.Engine,
+        *,
+        retry: RetryPolicy | None = None,
+        gate_timeout_s: float = 30.0,
+    ) -> None:
         self.engine = engine
+        #: SQLite files only: writers take turns through it (see :mod:`easyjob.store.gate`).
+        self.gate = WriteGate.for_url(engine.url, gate_timeout_s)
         self.retry = retry or RetryPolicy()
         self.dialect = engine.dialect.name
         self.counters = Counters()
@@ -76,7 +100,8 @@ class Database:
     @classmethod
     def open(cls, url: str, *, retry: RetryPolicy | None = None, **engine_options: Any) -> Database:
         """Connect to *url*; raises DatabaseURLError or DatabaseUnavailableError."""
-        db = cls(create_engine(url, **engine_options), retry=retry)
+        timeout = engine_options.get("busy_timeout_s", 30.0)
+        db = cls(create_engine(url, **engine_options), retry=retry, gate_timeout_s=timeout)
         try:
             with db.engine.connect() as conn:
                 conn.execute(sa.select(1))
@@ -93,6 +118,8 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self.gate is not None:
+            self.gate.close()
 
     def write(
         self,
@@ -130,6 +157,12 @@ class Database:
         return result
 
     def _once(self, fn: Callable[[sa.Connection], T], options: Mapping[str, Any]) -> T:
+        if self.gate is not None and not options:
+            with self.gate.held():
+                return self._transaction(fn, options)
+        return self._transaction(fn, options)
+
+    def _transaction(self, fn: Callable[[sa.Connection], T], options: Mapping[str, Any]) -> T:
         with self.engine.connect() as conn:
             if options:
                 conn = conn.execution_options(**options)

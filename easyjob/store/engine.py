@@ -5,7 +5,9 @@
   concurrency, busy timeout or not).
 - MySQL/MariaDB: READ COMMITTED (under REPEATABLE READ, "select a missing row for update, then
   insert" deadlocks), utf8mb4, and socket timeouts so a stalled server is an error, not a hang.
-- Every pool pings a connection before handing it out.
+- No pool pings a connection before handing it out (a round trip per transaction): a
+  connection found broken fails its transaction, which is retried as a whole on a fresh one
+  (:mod:`easyjob.store.retry`).
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def create_engine(
     """An engine for *url* with the backend care described in this module's docstring."""
     parsed = normalize_url(url)
     backend = parsed.get_backend_name()
-    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    kwargs: dict[str, Any] = {}
     connect_args: dict[str, Any] = {}
     if backend == "sqlite":
         connect_args["timeout"] = busy_timeout_s

@@ -137,20 +137,30 @@ class NodeStore:
         """Mark RUNNING/STOPPING nodes whose heartbeat is older than *dead_after* DEAD, judged
         at database time *now* (read from the database when not given); returns how many.
         Served by the index on (status, heartbeat_at). A node marked DEAD that heartbeats
-        again comes back (see :meth:`heartbeat`)."""
+        again comes back (see :meth:`heartbeat`). Usually nobody is dead: a read finds that,
+        and only a find is written (on SQLite every write transaction takes the one write
+        lock)."""
+
+        def stale(conn: sa.Connection) -> sa.ColumnElement[bool]:
+            cutoff = (now or conn.scalar(sa.select(db_now()))) - dead_after
+            return sa.and_(
+                n.c.status.in_([str(NodeStatus.RUNNING), str(NodeStatus.STOPPING)]),
+                n.c.heartbeat_at < cutoff,
+            )
+
+        def found(conn: sa.Connection) -> bool:
+            return bool(conn.scalar(sa.select(sa.exists().where(stale(conn)))))
 
         def write(conn: sa.Connection) -> int:
-            cutoff = (now or conn.scalar(sa.select(db_now()))) - dead_after
             done = conn.execute(
                 n.update()
-                .where(
-                    n.c.status.in_([str(NodeStatus.RUNNING), str(NodeStatus.STOPPING)]),
-                    n.c.heartbeat_at < cutoff,
-                )
+                .where(stale(conn))
                 .values(status=str(NodeStatus.DEAD), version=n.c.version + 1)
             )
             return int(done.rowcount)
 
+        if not self._db.read("stale_nodes", found):
+            return 0
         return self._db.write("mark_dead", write)
 
     def all(self) -> tuple[datetime, list[NodeRow]]:

@@ -25,7 +25,7 @@ from easyjob.core.states import (
     TaskStatus,
     Trigger,
 )
-from easyjob.store.database import Database, at_versions
+from easyjob.store.database import Database, at_versions, per_id
 from easyjob.store.engine import db_now
 from easyjob.store.schema import node_table, task_detail_table, task_table
 
@@ -260,7 +260,7 @@ class RunStore:
                 conn.execute(
                     t.update()
                     .where(t.c.id.in_(list(per_task)))
-                    .values(success_count=t.c.success_count + sa.case(per_task, value=t.c.id))
+                    .values(success_count=t.c.success_count + per_id(t, per_task))
                 )
                 _children_of(conn, won)
             return won

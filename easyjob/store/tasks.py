@@ -13,7 +13,7 @@ from easyjob.core.cron import CronSchedule
 from easyjob.core.records import Advance, TaskRow, TaskSpec
 from easyjob.core.states import RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError
-from easyjob.store.database import Database, at_versions
+from easyjob.store.database import Database, at_versions, per_id
 from easyjob.store.engine import db_now
 from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
 
@@ -165,11 +165,22 @@ class TaskStore:
         return self.get(name)
 
     def due(
-        self, horizon: datetime, limit: int, funcs: Collection[str] | None = None
+        self,
+        horizon: datetime,
+        limit: int,
+        funcs: Collection[str] | None = None,
+        *,
+        share: tuple[int, int] | None = None,
+        overdue_before: datetime | None = None,
     ) -> list[TaskRow]:
         """At most *limit* ACTIVE tasks whose ``next_start_time`` <= *horizon*, earliest first;
         only those whose function is in *funcs* when given (a node advances only the tasks its
         code has, so tasks no live node has never pile up runs nobody can take).
+
+        With *share* ``(rank, size)`` only the tasks with ``id mod size == rank``, plus any
+        whose ``next_start_time`` is before *overdue_before*: live nodes split the advancing
+        between them instead of all racing for every task, and a task whose owner is gone is
+        still advanced by someone once it is overdue.
 
         Cost is O(rows returned): served by the index on (status, next_start_time).
         """
@@ -183,6 +194,12 @@ class TaskStore:
             )
             if funcs is not None:
                 query = query.where(t.c.func.in_(list(funcs)))
+            if share is not None:
+                rank, size = share
+                mine = t.c.id % size == rank
+                if overdue_before is not None:
+                    mine = sa.or_(mine, t.c.next_start_time < overdue_before)
+                query = query.where(mine)
             return [TaskRow.from_row(row) for row in conn.execute(query).mappings()]
 
         return self._db.read("due_tasks", read)
@@ -200,14 +217,8 @@ class TaskStore:
     def _advance(self, conn: sa.Connection, node_id: str, advances: Sequence[Advance]) -> list[int]:
         by_id = {a.task_id: a for a in advances}
         expected = {a.task_id: a.version for a in advances}
-        next_times = [a.next_start_time for a in advances]
-        if any(n is not None for n in next_times):
-            next_value: Any = sa.case(
-                {a.task_id: sa.literal(a.next_start_time, UTCDateTime()) for a in advances},
-                value=t.c.id,
-            )
-        else:
-            next_value = None
+        times = {a.task_id: a.next_start_time for a in advances if a.next_start_time}
+        next_value: Any = per_id(t, times, UTCDateTime()) if times else None
         finished = [a.task_id for a in advances if a.next_start_time is None]
         stmt = (
             t.update()
