@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from easyjob.core.config import NodeConfig
 from easyjob.core.cron import CronSchedule
 from easyjob.core.planner import plan_advance
-from easyjob.core.records import Advance, Candidate, NodeRow
+from easyjob.core.records import Advance, Candidate
 from easyjob.core.strategies import ClusterView, LeastCountStrategy, Strategy, overdue
 from easyjob.errors import ConfigError
 from easyjob.node.dispatcher import Dispatcher
@@ -120,7 +120,8 @@ class Loader(Loop):
         mine = [c for c in pending if c.id not in held]
         if not mine:
             return
-        chosen = _spread(self._choose(mine, now), free, self._membership.nodes(), self._config)
+        live = [n.node_id for n in self._membership.nodes()]
+        chosen = _spread(self._choose(mine, now), free, live, self._config.node_id)
         if chosen:
             won = self._store.runs.claim(self._config.node_id, chosen)
             self.offered += len(chosen)
@@ -146,16 +147,13 @@ class Loader(Loop):
         return picked + [c for c in late if c.id not in ids]
 
 
-def _spread(
-    chosen: list[Candidate], free: int, nodes: list[NodeRow], config: NodeConfig
-) -> list[Candidate]:
+def _spread(chosen: list[Candidate], free: int, live: list[str], me: str) -> list[Candidate]:
     """At most *free* of *chosen*: all of them when they fit, else a slice starting at this
-    node's rank among the live nodes (wrapping around), so nodes offered the same runs
+    node's rank among the *live* node ids (wrapping around), so nodes offered the same runs
     claim mostly different ones instead of all losing to the first."""
     if len(chosen) <= free:
         return chosen
-    live = [n.node_id for n in nodes]
-    if config.node_id not in live:
+    if me not in live:
         return chosen[:free]
-    start = len(chosen) * live.index(config.node_id) // len(live)
+    start = len(chosen) * live.index(me) // len(live)
     return (chosen[start:] + chosen[:start])[:free]

@@ -91,6 +91,22 @@ def test_due_is_bounded_and_ordered(store: Store) -> None:
     assert store.tasks.due(horizon - timedelta(days=1), limit=10) == []
 
 
+def test_due_shares_split_the_tasks_and_overdue_ones_are_anyones(store: Store) -> None:
+    rows = store.tasks.upsert([every_second(f"t{i}") for i in range(9)])
+    horizon = store.db.now() + timedelta(seconds=5)
+    shares = [store.tasks.due(horizon, 100, share=(rank, 3)) for rank in range(3)]
+    assert sorted(r.id for share in shares for r in share) == sorted(r.id for r in rows)
+    for rank, share in enumerate(shares):
+        assert share and all(r.id % 3 == rank for r in share)
+    # a task whose next fire is before overdue_before is offered to every share
+    first = min(rows, key=lambda r: (r.next_start_time, r.id))
+    assert first.next_start_time is not None
+    late = first.next_start_time + timedelta(microseconds=1)
+    for rank in range(3):
+        ids = {r.id for r in store.tasks.due(horizon, 100, share=(rank, 3), overdue_before=late)}
+        assert first.id in ids
+
+
 def test_advance_is_version_checked_and_writes_fires(store: Store) -> None:
     (task,) = store.tasks.upsert([every_second("a")])
     assert task.next_start_time is not None

@@ -18,6 +18,7 @@ from easyjob.core.strategies import (
     overdue,
 )
 from easyjob.errors import UnknownStrategyError
+from easyjob.node.loader import _spread
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 LIVE = ["a", "b", "c"]
@@ -102,3 +103,12 @@ def test_load_strategy_by_name_and_by_path() -> None:
         load_strategy("nope.mod:X")
     with pytest.raises(UnknownStrategyError, match="has no select"):
         load_strategy("easyjob.clock:SystemClock")
+
+
+def test_nodes_offered_more_than_they_can_take_start_at_their_own_offsets() -> None:
+    batch = candidates(12)
+    live = ["a", "b", "c"]
+    taken = [_spread(batch, 4, live, me) for me in live]
+    assert [c.id for part in taken for c in part] == [c.id for c in batch]  # disjoint, all
+    assert _spread(batch, 20, live, "b") == batch  # all fit: all of them
+    assert _spread(batch, 4, live, "x") == batch[:4]  # not yet live: from the start
