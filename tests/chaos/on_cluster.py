@@ -14,7 +14,6 @@ import json
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import sqlalchemy as sa
 from croniter import croniter
@@ -25,6 +24,7 @@ from tests.chaos import ledger
 from tests.chaos.checker import Expectations, Observation, Report, build, check
 from tests.chaos.expected import Window
 from tests.chaos.faults import FaultLog
+from tests.chaos.runner import REPORT_ENV
 from tests.cluster.harness import Cluster, wait_until
 
 __all__ = ["Settings", "db_lateness_p99_ms", "every_second", "observe", "record", "settle"]
@@ -165,12 +165,11 @@ def node_offsets_ms(cluster: Cluster) -> dict[str, int]:
 
 
 def record(report: Report, extra: dict[str, object] | None = None) -> list[str]:
-    """Print the report, append it to ``$EASYJOB_CHAOS_REPORT`` (JSON lines) when set, and
+    """Print the report with *extra* figures, append the report itself to
+    ``$EASYJOB_CHAOS_REPORT`` (JSON lines, as :mod:`tests.chaos.runner` does) when set, and
     return the invariants it breaks."""
-    row = {**report.as_dict(), **(extra or {})}
-    print("\n" + json.dumps(row, default=str))
-    target = os.environ.get("EASYJOB_CHAOS_REPORT")
+    print("\n" + json.dumps({**report.as_dict(), **(extra or {})}, default=str))
+    target = os.environ.get(REPORT_ENV)
     if target:
-        with Path(target).open("a", encoding="utf-8") as out:
-            out.write(json.dumps(row, default=str) + "\n")
+        ledger.append(target, json.dumps(report.as_dict(), sort_keys=True) + "\n")
     return check(report)

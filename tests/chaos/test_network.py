@@ -29,14 +29,15 @@ from tests.cluster.harness import Cluster, wait_until
 from tests.rig.backends import SERVER_BACKENDS, only_backends
 from tests.rig.routing import NodeRoutes
 
-pytestmark = [pytest.mark.cluster, only_backends(*SERVER_BACKENDS)]
+pytestmark = [pytest.mark.chaos, only_backends(*SERVER_BACKENDS)]
+SLOW = pytest.mark.slow_chaos
 
 TICKS = 4
 SETTINGS = Settings(heartbeat=0.3, dead_after=5, poll=0.2)  # dead after 1.5 s
 #: How long after the faults stopped the window goes on (every owed fire must run in it).
 AFTER_S = 3
 #: A held row whose due time is older than this once the cluster settled is stuck.
-STUCK_S = 10
+STUCK_S = 6
 
 
 def _floor(when: datetime) -> datetime:
@@ -70,7 +71,14 @@ PARTITIONS = {
 }
 
 
-@pytest.mark.parametrize("name", list(PARTITIONS))
+@pytest.mark.parametrize(
+    "name",
+    [
+        "short-blackhole",  # fast tier: about 20 s per database
+        pytest.param("long-blackhole", marks=SLOW),
+        pytest.param("long-refuse", marks=SLOW),
+    ],
+)
 def test_partition_of_one_node(name: str, db_backend: str, db_url: str, tmp_path: Path) -> None:
     mode, lengths = PARTITIONS[name]
     seconds = lengths * SETTINGS.dead_s
@@ -155,9 +163,16 @@ REPLY_LOST = {
     "run-writes": (r"UPDATE easy_job_task_detail", 3),
     "every-write": (r"easy_job_", 5),
 }
+REPLY_LOST_S = 6
 
 
-@pytest.mark.parametrize("name", list(REPLY_LOST))
+@pytest.mark.parametrize(
+    "name",
+    [
+        "run-writes",  # fast tier: about 30 s per database
+        pytest.param("every-write", marks=SLOW),
+    ],
+)
 def test_commit_applied_but_reply_lost(
     name: str, db_backend: str, db_url: str, tmp_path: Path
 ) -> None:
@@ -176,7 +191,7 @@ def test_commit_applied_but_reply_lost(
         began = time.time()
         for i in range(3):
             routes.proxy(f"node-{i}").lose_commit_replies(every=every, match=match)
-        time.sleep(10)
+        time.sleep(REPLY_LOST_S)
         routes.heal_all()
         ended = time.time()
         for i in range(3):
