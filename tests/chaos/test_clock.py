@@ -104,12 +104,12 @@ def test_skewed_and_drifting_clocks(db_backend: str, db_url: str, tmp_path: Path
         early_by_node = {
             n: round(
                 max(
-                    (r.fire_time - r.start_time).total_seconds() * 1000
+                    (r.fire_time - r.start_time).total_seconds() * 1000  # type: ignore[operator]
                     for r in runs
                     if r.node_id == n
                 ),
                 1,
-            )  # type: ignore[operator]
+            )
             for n in CLOCKS
             if any(r.node_id == n for r in runs)
         }
