@@ -42,6 +42,7 @@ class ClusterView:
     weights: Mapping[str, int] = field(default_factory=dict)
     held: Mapping[str, int] = field(default_factory=dict)  # runs each node holds now
     now: datetime | None = None
+    soon: datetime | None = None  # runs due by then start within this node's next poll
 
     def rank(self) -> int | None:
         return self.live.index(self.me) if self.me in self.live else None
@@ -57,10 +58,21 @@ class Strategy(Protocol):
 
 
 class DefaultStrategy:
-    """First come, first served: every node tries every due run; the claim decides."""
+    """First come, first served: any node may take any run; the claim decides.
+
+    So that nodes do not all race for every run as soon as it is written (all but one lose,
+    and every lost claim is a wasted write), a run is first offered only to its "home" node
+    (``run id mod live nodes`` = rank); once it is due by ``view.soon`` (within a poll) and
+    still unclaimed, every node tries it. Fires are written two polls ahead, so a run's home
+    node has a poll to itself and the run still starts on time when that node is busy or gone.
+    """
 
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
-        return list(candidates)
+        rank = view.rank()
+        if rank is None or view.soon is None:
+            return list(candidates)
+        size, soon = len(view.live), view.soon
+        return [c for c in candidates if c.id % size == rank or c.due_time <= soon]
 
 
 def _stable_hash(*parts: object) -> int:

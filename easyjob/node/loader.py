@@ -115,12 +115,13 @@ class Loader(Loop):
         if free <= 0:
             return
         held = self._dispatcher.held_ids()
-        limit = max(self._config.batch, free)
+        live = [n.node_id for n in self._membership.nodes()]
+        # enough for every live node to take a slice of its own (see _spread)
+        limit = max(self._config.batch, free * max(1, len(live)))
         pending = self._store.runs.pending(horizon, limit, self._funcs)
         mine = [c for c in pending if c.id not in held]
         if not mine:
             return
-        live = [n.node_id for n in self._membership.nodes()]
         chosen = _spread(self._choose(mine, now), free, live, self._config.node_id)
         if chosen:
             won = self._store.runs.claim(self._config.node_id, chosen)
@@ -139,6 +140,7 @@ class Loader(Loop):
             weights={n.node_id: n.weight for n in nodes},
             held=held,
             now=now,
+            soon=now + timedelta(seconds=self._config.poll),
         )
         picked = self._strategy.select(candidates, view)
         grace = timedelta(seconds=self._config.overdue_grace_s)
@@ -148,12 +150,16 @@ class Loader(Loop):
 
 
 def _spread(chosen: list[Candidate], free: int, live: list[str], me: str) -> list[Candidate]:
-    """At most *free* of *chosen*: all of them when they fit, else a slice starting at this
-    node's rank among the *live* node ids (wrapping around), so nodes offered the same runs
-    claim mostly different ones instead of all losing to the first."""
+    """At most *free* of *chosen*: all of them when they fit. Else this node's "home" runs
+    first (``run id mod live nodes`` = its rank among the *live* node ids), then the others
+    from an offset of its own: nodes offered the same runs then claim mostly different ones
+    instead of all losing to the first, even when they read the runs at different moments."""
     if len(chosen) <= free:
         return chosen
     if me not in live:
         return chosen[:free]
-    start = len(chosen) * live.index(me) // len(live)
-    return (chosen[start:] + chosen[:start])[:free]
+    rank, size = live.index(me), len(live)
+    home = [c for c in chosen if c.id % size == rank]
+    rest = [c for c in chosen if c.id % size != rank]
+    start = len(rest) * rank // size
+    return (home + rest[start:] + rest[:start])[:free]

@@ -88,6 +88,20 @@ def test_default_takes_everything() -> None:
     assert DefaultStrategy().select(batch, ClusterView(me="x", live=[])) == batch
 
 
+def test_default_offers_a_run_to_its_home_node_first_then_to_all_once_due_soon() -> None:
+    batch = candidates(9)  # all due at T0
+    live = ["a", "b", "c"]
+    early = [
+        DefaultStrategy().select(
+            batch, ClusterView(me=me, live=live, soon=T0 - timedelta(seconds=1))
+        )
+        for me in live
+    ]
+    assert [[c.id for c in part] for part in early] == [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
+    due_soon = ClusterView(me="b", live=live, soon=T0)
+    assert DefaultStrategy().select(batch, due_soon) == batch
+
+
 def test_overdue_runs_are_anyones() -> None:
     batch = candidates(3)
     assert overdue(batch, T0 + timedelta(seconds=2), timedelta(seconds=1)) == batch
@@ -109,6 +123,9 @@ def test_nodes_offered_more_than_they_can_take_start_at_their_own_offsets() -> N
     batch = candidates(12)
     live = ["a", "b", "c"]
     taken = [_spread(batch, 4, live, me) for me in live]
-    assert [c.id for part in taken for c in part] == [c.id for c in batch]  # disjoint, all
+    assert sorted(c.id for part in taken for c in part) == [c.id for c in batch]  # disjoint
+    assert all(c.id % 3 == rank for rank, part in enumerate(taken) for c in part)  # home runs
+    # a node with room for more takes the others' runs too, from its own offset
+    assert len({c.id for c in _spread(batch, 6, live, "b")}) == 6
     assert _spread(batch, 20, live, "b") == batch  # all fit: all of them
     assert _spread(batch, 4, live, "x") == batch[:4]  # not yet live: from the start
