@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || ! command -v sudo >/dev/null 2>&1 || echo sudo)
 APT_GET := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: venv deps test lint typecheck run sql clean
+.PHONY: venv deps test chaos lint typecheck run sql clean
 
 venv: $(VENV)/.stamp
 
@@ -43,6 +43,11 @@ deps:
 
 test: venv deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The whole reliability suite (docs/reliability.md); `make test` runs only its fast tier.
+# With EASYJOB_CHAOS_REPORT=results.jsonl each scenario appends its report there.
+chaos: venv deps
+	$(BIN)/python -m pytest -m chaos tests/chaos $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check easyjob tests

@@ -14,7 +14,8 @@ Invariants (DESIGN.md, "The contract"):
 7. no row left stuck after the faults stopped;
 8. next fire times never go backwards;
 9. chains: each child runs once per successful parent run, and only after one;
-10. nothing runs that the contract says must not (e.g. late fires under ``skip``).
+10. nothing runs that the contract says must not (e.g. late fires under ``skip``);
+11. a fire that did not run still has a row (MISSED): none is dropped silently.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class Report:
     stale_accepted: int
     unexplained_takeovers: int
     forbidden_runs: int
+    silently_dropped: int
     chain_violations: int
     next_fire_backwards: int
     max_failover_s: float | None
@@ -132,6 +134,15 @@ def build(obs: Observation) -> Report:
     for key in forbidden:
         note("forbidden", _key(key))
 
+    rows = {(r.task_name, r.fire_time) for r in obs.runs}
+    dropped = [
+        k
+        for k in obs.expectations.may | obs.expectations.never
+        if not by_key.get(k) and k not in rows
+    ]
+    for key in dropped:
+        note("dropped", _key(key))
+
     duplicated = allowed = 0
     for key, execs in by_key.items():
         if key not in owed or len(execs) < 2:
@@ -165,6 +176,7 @@ def build(obs: Observation) -> Report:
         stale_accepted=stale,
         unexplained_takeovers=unexplained,
         forbidden_runs=len(forbidden),
+        silently_dropped=len(dropped),
         chain_violations=chain_bad,
         next_fire_backwards=backwards,
         max_failover_s=round(max(failovers), 3) if failovers else None,
@@ -220,6 +232,11 @@ def check(report: Report) -> list[str]:
         out.append(f"chain steps not run once per parent success: {ex['chain']}")
     if report.forbidden_runs:
         out.append(f"fires ran that must not: {report.forbidden_runs}, e.g. {ex['forbidden']}")
+    if report.silently_dropped:
+        out.append(
+            f"fires dropped silently (neither run nor a row): {report.silently_dropped}, "
+            f"e.g. {ex['dropped']}"
+        )
     return out
 
 

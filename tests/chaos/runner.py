@@ -42,10 +42,22 @@ from tests.chaos.faults import Fault, FaultLog
 from tests.cluster.harness import NodeProcess, wait_until
 from tests.rig.servers import DatabaseServer
 
-__all__ = ["SETTINGS", "Play", "Scenario", "Settings", "Step", "play"]
+__all__ = ["SETTINGS", "Action", "Play", "Scenario", "Settings", "Step", "play"]
 
 JOBS = str(Path(__file__).with_name("jobs.py"))
 REPORT_ENV = "EASYJOB_CHAOS_REPORT"
+LIBFAKETIME = next(
+    (
+        path
+        for path in (
+            "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+            "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+            "/usr/lib/faketime/libfaketime.so.1",
+        )
+        if Path(path).exists()
+    ),
+    "",
+)
 Key = tuple[str, datetime]
 Action = Callable[["Play"], None]
 
@@ -110,6 +122,10 @@ class Scenario:
     settings: Settings = SETTINGS
     node_options: dict[str, dict[str, str]] = field(default_factory=dict)  # per node id
     chains: bool = False
+    #: Nodes run under libfaketime, their clocks moved by this many seconds. On SQLite the
+    #: nodes' clock is the database clock, so the runner adds it to its own readings of
+    #: database time too (the test process itself is not faked).
+    clock_offset_s: float = 0.0
     failover_bound: bool = True  # False when no peer is left to take over within it
     #: The fires owed, given the play and the window; default: every tick-N fire in the window,
     #: plus the manual fires the play triggered.
@@ -131,6 +147,7 @@ class Play:
         self.ledger_path = workdir / "ledger.txt"
         self.owed: set[Key] = set()  # manual fires triggered by the play
         self.marks: dict[str, datetime] = {}  # database times noted by steps
+        self.stopped_at: float | None = None
         self.exit_problems: list[str] = []
         self.incarnations: list[tuple[NodeProcess, bool]] = []  # (process, exit expected)
         self.nodes: dict[str, NodeProcess] = {}
@@ -141,6 +158,8 @@ class Play:
             "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]),
             **scenario.env,
         }
+        if scenario.clock_offset_s:
+            self.env.update(faketime_env(scenario.clock_offset_s))
         self.store = Store.open(db_url, create=True)
         self._expected_exit: set[int] = set()
         self._samples: dict[str, list[tuple[float, datetime | None]]] = {}
@@ -174,8 +193,10 @@ class Play:
                 node = self.nodes[node_id]
                 if not node.alive:
                     raise AssertionError(f"node {node_id} exited:\n{node.log()[-3000:]}")
-            _, rows = self.store.nodes.live(dead)
-            return want <= {n.node_id for n in rows if n.heartbeat_at > n.started_at}
+            _, rows = self.store.nodes.all()
+            cutoff = self.db_now() - dead  # the play's database time (faked clocks included)
+            fresh = {n.node_id for n in rows if n.heartbeat_at > max(n.started_at, cutoff)}
+            return want <= fresh
 
         wait_until(f"nodes {sorted(want)} live", live, timeout)
 
@@ -212,7 +233,7 @@ class Play:
 
     def db_now(self) -> datetime:
         now: datetime = self.store.db.now()
-        return now
+        return now + timedelta(seconds=self.scenario.clock_offset_s)
 
     def require_server(self) -> DatabaseServer:
         if self.server is None:
@@ -324,6 +345,11 @@ class Play:
         for node, _ in self.incarnations:
             node.close()
         self.store.close()
+
+
+def faketime_env(offset_s: float) -> dict[str, str]:
+    """Environment that moves a process's clocks (wall and monotonic) by *offset_s*."""
+    return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME": f"{offset_s:+.0f}"}
 
 
 def default_expectations(play: Play, window: Window) -> Expectations:
@@ -586,6 +612,44 @@ def db_stall(seconds: float) -> Action:
         finally:
             server.resume()
         play.faults.add(Fault("db_stall", "db", start, time.time()))
+
+    return act
+
+
+def trigger_running(task: str = "slow") -> Action:
+    """Trigger *task* and wait until its job runs on some node."""
+
+    def act(play: Play) -> None:
+        play.trigger(task)
+        play.running(task)
+
+    return act
+
+
+def stop_nodes() -> Action:
+    """SIGTERM every node and wait for them to exit; marks ``stopping`` and ``down``."""
+
+    def act(play: Play) -> None:
+        play.marks["stopping"] = play.db_now()
+        play.stopped_at = time.time()
+        play.stop_all()
+        play.marks["down"] = play.db_now()
+
+    return act
+
+
+def start_nodes(count: int) -> Action:
+    """Start nodes ``node-0`` ... again and wait until live; marks ``starting`` and ``up``."""
+
+    def act(play: Play) -> None:
+        play.marks["starting"] = play.db_now()
+        ids = [f"node-{i}" for i in range(count)]
+        for node_id in ids:
+            play.start(node_id)
+        play.wait_live(*ids)
+        play.marks["up"] = play.db_now()
+        if play.stopped_at is not None:
+            play.faults.add(Fault("all_down", "cluster", play.stopped_at, time.time()))
 
     return act
 

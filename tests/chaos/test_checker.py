@@ -206,6 +206,17 @@ def test_forbidden_fires_must_not_run() -> None:
     assert broken.startswith("fires ran that must not: 1")
 
 
+def test_a_fire_neither_run_nor_recorded_was_dropped_silently() -> None:
+    obs = observe(CLEAN[1:], runs=[row(2, FIRES[1], "a"), row(3, FIRES[2], "a")])
+    obs.expectations = Expectations(
+        must=frozenset(("tick-0", f) for f in FIRES[1:]), may=frozenset({("tick-0", FIRES[0])})
+    )
+    (broken,) = check(build(obs))
+    assert broken.startswith("fires dropped silently (neither run nor a row): 1")
+    obs.runs.append(row(1, FIRES[0], "a", RunStatus.MISSED))
+    assert check(build(obs)) == []
+
+
 def test_expected_fires_follow_the_contract_across_dst() -> None:
     spring = Window(datetime(2026, 3, 29, 0, 59, 50, tzinfo=UTC), T_SPRING_END)
     assert cron_fires("*/10 * 2 * * *", "Europe/Berlin", spring) == [
