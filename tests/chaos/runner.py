@@ -347,9 +347,22 @@ class Play:
         self.store.close()
 
 
+FAKETIME_SITE = Path(__file__).with_name("faketime_site")
+
+
 def faketime_env(offset_s: float) -> dict[str, str]:
-    """Environment that moves a process's clocks (wall and monotonic) by *offset_s*."""
-    return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME": f"{offset_s:+.0f}"}
+    """Environment that moves a Python process's wall clock by *offset_s*.
+
+    The monotonic clock is left alone (a faked one hangs every timed wait in Python 3.11
+    here), and ``faketime_site/sitecustomize.py`` replaces ``time.sleep``, which libfaketime
+    0.9.10 breaks in that mode (EINVAL)."""
+    path = os.pathsep.join([str(FAKETIME_SITE), str(Path.cwd()), os.environ.get("PYTHONPATH", "")])
+    return {
+        "LD_PRELOAD": LIBFAKETIME,
+        "FAKETIME": f"{offset_s:+.0f}",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "PYTHONPATH": path,
+    }
 
 
 def default_expectations(play: Play, window: Window) -> Expectations:
