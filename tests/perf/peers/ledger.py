@@ -4,12 +4,16 @@ A ledger line is ``<job id> <scheduled fire ISO> <actual start ISO> <pid>`` (see
 Only fires scheduled inside the steady-state window ``[start, end)`` (whole epoch seconds) count:
 
 - ``expected``: jobs x window seconds (every job fires every whole second);
-- ``runs``: ledger lines whose fire time is in the window (duplicates included);
-- ``missed``: expected (job, fire time) pairs with no line at all;
-- ``duplicates``: runs beyond the first of the same (job, fire time);
-- ``unexpected``: runs in the window whose (job, fire time) was not expected (an unknown job,
-  or a fire time off the whole second): counted in ``runs``, never as a hit;
-- ``lateness_ms``: actual start minus scheduled fire time over all runs in the window,
+- ``executions``: ledger lines whose fire time is in the window (duplicates included);
+- ``runs``: expected (job, fire time) pairs of the window with at least one line: the fires
+  actually run, each counted once (easyjob's bench counts the same way);
+- ``runs_per_s``: ``runs`` over the window's seconds: the sustained rate. Duplicates and missed
+  fires earn nothing, so a scheduler is never credited with the rate it was offered;
+- ``missed``: expected pairs with no line at all (``expected - runs``);
+- ``duplicates``: executions beyond the first of the same (job, fire time);
+- ``unexpected``: executions in the window whose (job, fire time) was not expected (an unknown
+  job, or a fire time off the whole second): never a hit;
+- ``lateness_ms``: actual start minus scheduled fire time over all executions in the window,
   nearest-rank percentiles p50/p95/p99 and the max, in milliseconds.
 """
 
@@ -44,6 +48,7 @@ class LedgerStats:
     window_start: int
     window_end: int
     expected: int = 0
+    executions: int = 0
     runs: int = 0
     missed: int = 0
     duplicates: int = 0
@@ -65,6 +70,7 @@ class LedgerStats:
         return {
             "window_s": self.window_s,
             "expected": self.expected,
+            "executions": self.executions,
             "runs": self.runs,
             "runs_per_s": round(self.runs_per_s, 1),
             "missed": self.missed,
@@ -99,14 +105,15 @@ def analyze(lines: Iterable[str], job_ids: Sequence[str], start: int, end: int) 
             continue
         if not lo <= fire < hi:
             continue
-        stats.runs += 1
+        stats.executions += 1
         by_pid[pid] += 1
         lateness.append((began - fire) / 1000.0)
         if job_id in jobs and fire % 1_000_000 == 0:
             seen[(job_id, fire)] += 1
         else:
             stats.unexpected += 1
-    stats.missed = stats.expected - len(seen)
+    stats.runs = len(seen)
+    stats.missed = stats.expected - stats.runs
     stats.duplicates = sum(count - 1 for count in seen.values())
     lateness.sort()
     stats.lateness_ms = {

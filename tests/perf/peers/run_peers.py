@@ -1,9 +1,16 @@
-"""Peer benchmark: APScheduler 4 and APScheduler 3.11 on the same database as easyjob's bench.
+"""Peer benchmark: easyjob, APScheduler 4 and APScheduler 3.11 in one run, on one database.
 
 Usage (from the repository root, with the project's virtualenv)::
 
-    python -m tests.perf.peers.run_peers --db-backend postgresql --schedules 200 \\
+    python -m tests.perf.peers.run_peers --db-backend postgresql --schedules 200 1000 \\
         --duration 20 --json
+
+For each schedule count M, one after another and each on a fresh database (or SQLite file) of
+the same backend: easyjob (``easyjob_trial``: the ``easyjob bench`` trial with
+``--easyjob-nodes`` nodes, default 4; skipped with ``--no-easyjob``), then each peer. One table
+follows (``report.compare``): easyjob's figures beside each peer's, the ratio of the sustained
+rates and issue 5's targets; ``--json`` prints ``{"easyjob": [...], "peers": [...]}`` on stdout
+and the table on stderr.
 
 Each peer runs in its own virtualenv under a cache directory (default ``.perf-venvs/`` in the
 repository root, or ``$EASYJOB_PEERS_VENVS``, or ``--venv-dir``), created on first use with pip
@@ -20,19 +27,19 @@ Both register M no-op jobs firing every second, all on the same second (easyjob'
 are computed from the ledger alone (``ledger.py``) over the steady-state window: the fires
 scheduled in the ``--duration`` minus ``--warmup`` whole seconds (default 20 - 5 = 15) that
 begin at the first whole second ``--warmup`` seconds after the peer's processes were launched.
-The peer keeps running ``--drain`` seconds (default 3) past the window so that late fires of
-the window can still start; a fire of the window that has not started by then counts as missed
-(so does a fire folded into a later one by the peer's coalescing). CPU is measured per peer
-process (``cpu_s``: the whole life of the process, from ``wait4``; ``cpu_window_s``: during the
+The peer keeps running until ``--drain`` seconds (default 3, as easyjob's trial) past the
+window's last fire second so that late fires of the window can still start; a fire of the
+window that has not started by then counts as missed (so does a fire folded into a later one by
+the peer's coalescing). ``runs`` counts the fires of the window that ran, each once, and
+``runs_per_s`` is that over the window's seconds, for easyjob and the peers alike. CPU is
+measured per process (``cpu_s``: the whole life of the process; ``cpu_window_s``: during the
 window, from ``/proc/PID/stat``), and for a database server this script started, the server's
 CPU during the window (``db_cpu_window_s``).
 
 With ``--db-backend postgresql|mariadb`` the server is started here (``tests.rig.servers``) and
-each peer run gets a fresh database; ``sqlite`` uses a fresh file per run; ``--db URL`` uses an
-existing database for every run (the peers' setup steps clear their own tables first).
-
-``compare(easyjob, peers)`` renders easyjob's figures (same keys) beside the peers' with the
-ratios, for ``easyjob bench`` to call.
+each run gets a fresh database; ``sqlite`` uses a fresh file per run; ``--db URL`` uses an
+existing database for every run (the peers' setup steps clear their own tables first, and
+easyjob's trial clears the easyjob tables).
 """
 
 from __future__ import annotations
@@ -55,7 +62,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from tests.perf.peers.cpu import proc_cpu, tree_cpu
+from tests.perf.peers.easyjob_trial import SETTLE_S, run_easyjob
 from tests.perf.peers.ledger import analyze_file
+from tests.perf.peers.report import compare, failed, format_table
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[2]
@@ -75,8 +85,6 @@ class Peer:
     processes: int
     #: Alternative requirement sets, tried in order until one installs.
     requirements: tuple[tuple[str, ...], ...]
-    #: Targets of issue 5: easyjob's sustained rate at least this many times the peer's.
-    target_ratio: float
 
     @property
     def label(self) -> str:
@@ -92,7 +100,6 @@ PEERS: dict[str, Peer] = {
         # sqlalchemy[asyncio]: 4.0.0a6 imports sqlalchemy.ext.asyncio, which needs greenlet
         # (SQLAlchemy 2.1 no longer installs greenlet by itself).
         requirements=(("apscheduler==4.0.0a6", "anyio==4.9.0", "sqlalchemy[asyncio]", *DRIVERS),),
-        target_ratio=25.0,
     ),
     "apscheduler3": Peer(
         name="apscheduler3",
@@ -103,7 +110,6 @@ PEERS: dict[str, Peer] = {
             ("apscheduler==3.11.3", "sqlalchemy", *DRIVERS),
             ("apscheduler==3.11.*", "sqlalchemy", *DRIVERS),
         ),
-        target_ratio=3.0,
     ),
 }
 ALIASES = {"aps4": "apscheduler4", "aps3": "apscheduler3"}
@@ -153,39 +159,6 @@ def ensure_venv(peer: Peer, cache_dir: Path | None = None) -> Path:
             errors.append(f"{' '.join(reqs)}:\n{install.stderr[-2000:]}")
         shutil.rmtree(home, ignore_errors=True)
         raise RuntimeError(f"cannot install {peer.name}:\n" + "\n".join(errors))
-
-
-# -- CPU from /proc ------------------------------------------------------------------------
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text.rsplit(")", 1)[1].split()  # fields from the 3rd (state) on
-
-
-def proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system, all threads) of a live process; 0.0 if it is gone."""
-    fields = _stat_fields(pid)
-    return (int(fields[11]) + int(fields[12])) / _TICK if fields else 0.0
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of a server: its own, its live children's, and its exited children's."""
-    fields = _stat_fields(pid)
-    if fields is None:
-        return 0.0
-    total = sum(int(x) for x in fields[11:15]) / _TICK  # utime stime cutime cstime
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            child = _stat_fields(int(entry.name))
-            if child and child[1] == str(pid):
-                total += (int(child[11]) + int(child[12])) / _TICK
-    return total
 
 
 # -- databases -----------------------------------------------------------------------------
@@ -339,14 +312,14 @@ def run_peer(
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return _failed(base, f"setup did not finish within {SETUP_TIMEOUT:.0f} s")
+        return failed(base, f"setup did not finish within {SETUP_TIMEOUT:.0f} s")
     if setup.returncode != 0:
-        return _failed(base, "setup failed:\n" + setup.stderr.strip()[-3000:])
+        return failed(base, "setup failed:\n" + setup.stderr.strip()[-3000:])
 
     t0 = time.time()
     start = math.ceil(t0 + warmup)
     window = (start, start + math.floor(duration - warmup))
-    stop_at = window[1] + drain
+    stop_at = window[1] - 1 + drain  # drain seconds past the window's last fire second
     argv = [str(python), worker, "run", "--db", url, "--ledger", str(ledger)]
     argv += ["--stop-at", f"{stop_at:.3f}", *extra]
     procs: list[subprocess.Popen[bytes]] = []
@@ -417,23 +390,6 @@ def run_peer(
     return result
 
 
-def _failed(base: dict[str, Any], error: str) -> dict[str, Any]:
-    result = dict(base)
-    result.update(
-        window_s=0,
-        expected=0,
-        runs=0,
-        runs_per_s=0.0,
-        missed=0,
-        duplicates=0,
-        unexpected=0,
-        lateness_ms={"p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0},
-        cpu_s=[],
-        error=error,
-    )
-    return result
-
-
 def _count_lines(path: Path) -> int:
     try:
         with path.open("rb") as f:
@@ -460,6 +416,41 @@ def _last_json_text(text: str) -> Any:
 # -- the whole benchmark -------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class EasyjobSide:
+    """How easyjob runs beside the peers: ``easyjob bench``'s trial with these settings."""
+
+    nodes: int = 4
+    #: Worker threads per node; ``None``: ``easyjob_trial.workers_for(schedules)``.
+    workers: int | None = None
+    strategy: str = "default"
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1:
+            raise ValueError(f"easyjob needs at least one node, not {self.nodes!r}")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"easyjob needs at least one worker per node, not {self.workers!r}")
+
+
+def window_notes(duration: float, warmup: float, drain: float) -> list[str]:
+    """Footnotes saying how the window was measured, and where easyjob's trial differs."""
+    seconds = math.floor(duration - warmup)
+    notes = [
+        f"window: the fires of {seconds} whole seconds, from {warmup:g} s after start; a fire"
+        f" counts if it started before the stop, {drain:g} s after the window's last second",
+        "start: a peer's clock starts when its processes are launched (schedules stored"
+        " beforehand); easyjob's once all its nodes are live (they register their tasks at"
+        " start)",
+        "lateness: peers from their ledger (this machine's clock), easyjob from start_time -"
+        " fire_time (database time; the database runs on this machine)",
+        "cpu ms/run: the scheduler processes' CPU during the window per run;"
+        " db cpu s: the database server's CPU during the window (none for SQLite: in-process)",
+    ]
+    if drain != SETTLE_S:
+        notes.append(f"NOT ALIGNED: easyjob's trial stops {SETTLE_S:g} s after it (fixed)")
+    return notes
+
+
 def run(
     *,
     backend: str | None = None,
@@ -473,8 +464,10 @@ def run(
     aps4_broker: str = "auto",
     aps4_processes: int | None = None,
     keep: bool = False,
+    easyjob: EasyjobSide | None = None,
 ) -> list[dict[str, Any]]:
-    """Run each peer for each schedule count, one after another; the per-run reports."""
+    """Run easyjob (if given) and each peer for each schedule count, one after another, each
+    on a fresh database; the per-run reports (easyjob's have ``peer`` ``"easyjob"``)."""
     if duration <= warmup:
         raise ValueError(f"duration ({duration} s) must exceed the warm-up ({warmup} s)")
     chosen = [PEERS[ALIASES.get(name, name)] for name in peers]
@@ -489,12 +482,27 @@ def run(
     try:
         with Databases(backend, db, workdir) as dbs:
             for m in schedules:
+                if easyjob is not None:
+                    results.append(
+                        run_easyjob(
+                            dbs.new("easyjob"),
+                            backend=dbs.backend,
+                            schedules=m,
+                            duration=duration,
+                            warmup=warmup,
+                            nodes=easyjob.nodes,
+                            workers=easyjob.workers,
+                            strategy=easyjob.strategy,
+                            workdir=workdir,
+                            server_pid=dbs.server_pid(),
+                        )
+                    )
                 for peer in chosen:
                     procs = aps4_processes if peer.name == "apscheduler4" else None
                     python = pythons[peer.name]
                     if isinstance(python, str):
                         base = {"peer": peer.name, "backend": dbs.backend, "schedules": m}
-                        results.append(_failed(base, python))
+                        results.append(failed(base, python))
                         continue
                     results.append(
                         run_peer(
@@ -522,148 +530,6 @@ def run(
     return results
 
 
-# -- reports -------------------------------------------------------------------------------
-
-
-def _fmt(value: Any, spec: str = "") -> str:
-    if value is None:
-        return "-"
-    return format(value, spec)
-
-
-def _render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [
-        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
-    ]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(lines)
-
-
-def format_table(results: Sequence[dict[str, Any]]) -> str:
-    header = [
-        "peer", "backend", "sched", "procs", "window s", "expected", "runs", "runs/s",
-        "missed", "dups", "p50 ms", "p95 ms", "p99 ms", "max ms", "cpu s", "cpu ms/run",
-    ]  # fmt: skip
-    rows = []
-    errors = []
-    for r in results:
-        lat = r.get("lateness_ms") or {}
-        rows.append(
-            [
-                r["peer"],
-                r["backend"],
-                str(r["schedules"]),
-                str(r.get("processes", "-")),
-                _fmt(r.get("window_s")),
-                _fmt(r.get("expected"), ","),
-                _fmt(r.get("runs"), ","),
-                _fmt(r.get("runs_per_s"), ",.1f"),
-                _fmt(r.get("missed"), ","),
-                _fmt(r.get("duplicates"), ","),
-                *(_fmt(lat.get(k), ",.1f") for k in ("p50", "p95", "p99", "max")),
-                _fmt(sum(r["cpu_s"]) if r.get("cpu_s") else None, ".1f"),
-                _fmt(r.get("cpu_ms_per_run"), ".2f"),
-            ]
-        )
-        if r.get("error"):
-            errors.append(f"{r['peer']} on {r['backend']} ({r['schedules']}): {r['error']}")
-    text = _render(header, rows)
-    if errors:
-        text += "\n\nerrors:\n" + "\n".join(errors)
-    return text
-
-
-def kept_up(report: dict[str, Any]) -> bool:
-    """True if every expected fire ran: the rate was capped by the schedules, not by the
-    scheduler, so it says nothing about the scheduler's limit."""
-    expected, runs = report.get("expected") or 0, report.get("runs") or 0
-    return expected > 0 and report.get("missed") == 0 and runs >= expected
-
-
-def compare(easyjob: dict[str, Any], peers: list[dict[str, Any]]) -> str:
-    """One table: easyjob's figures beside each peer's, with the throughput ratios.
-
-    ``easyjob`` uses the peers' keys (``backend``, ``schedules``, ``runs_per_s``, ``missed``,
-    ``duplicates``, ``lateness_ms`` with ``p99``; ``expected`` and ``runs`` to tell whether it
-    kept up). The ratio is easyjob runs/s divided by the peer's; the target column checks
-    issue 5's goals (at least 25x APScheduler 4's rate and 3x APScheduler 3's, with a lower p99
-    lateness). A sustained-rate ratio means something only where both sides are saturated (they
-    missed fires or just stopped keeping up): a side that ran every fire was capped by M, so the
-    ratio is marked ``<=`` (the peer kept up: the peer may go faster) or ``>=`` (easyjob kept
-    up), and is left out when both kept up. A peer measured on another backend or with another
-    schedule count than easyjob is marked with ``*``.
-    """
-    header = [
-        "peer", "backend", "sched", "peer runs/s", "easyjob runs/s", "ratio",
-        "peer p99 ms", "easyjob p99 ms", "peer missed/dups", "easyjob missed/dups", "target",
-    ]  # fmt: skip
-    e_rate = float(easyjob.get("runs_per_s") or 0.0)
-    e_p99 = (easyjob.get("lateness_ms") or {}).get("p99")
-    e_bad = f"{easyjob.get('missed', '-')}/{easyjob.get('duplicates', '-')}"
-    e_capped = kept_up(easyjob)
-    rows = []
-    for p in peers:
-        rate = float(p.get("runs_per_s") or 0.0)
-        p99 = (p.get("lateness_ms") or {}).get("p99")
-        ratio = e_rate / rate if rate > 0 else math.inf
-        p_capped = kept_up(p)
-        bound = "<=" if p_capped and not e_capped else ">=" if e_capped and not p_capped else ""
-        same = p.get("backend") == easyjob.get("backend") and p.get("schedules") == easyjob.get(
-            "schedules"
-        )
-        peer = PEERS.get(p.get("peer", ""))
-        lower = e_p99 is not None and p99 is not None and e_p99 < p99
-        if p.get("error") and not rate:
-            verdict = "peer failed"
-        elif peer is None:
-            verdict = "-"
-        elif p_capped and e_capped:
-            verdict = "both kept up: raise M"
-        else:
-            goal = f">= {peer.target_ratio:g}x "
-            if ratio >= peer.target_ratio:
-                verdict = goal + ("unproven (peer kept up)" if p_capped else "met")
-            else:
-                verdict = goal + ("unproven (easyjob kept up)" if e_capped else "MISSED")
-        if verdict not in ("peer failed", "-"):
-            verdict += ", p99 " + ("lower" if lower else "NOT lower")
-        if p_capped and e_capped:
-            shown = "-"
-        elif math.isinf(ratio):
-            shown = "inf"
-        else:
-            shown = f"{bound}{ratio:,.1f}x"
-        rows.append(
-            [
-                p.get("peer", "?") + ("" if same else " *"),
-                str(p.get("backend")),
-                str(p.get("schedules")),
-                f"{rate:,.1f}",
-                f"{e_rate:,.1f}",
-                shown,
-                _fmt(p99, ",.1f"),
-                _fmt(e_p99, ",.1f"),
-                f"{p.get('missed', '-')}/{p.get('duplicates', '-')}",
-                e_bad,
-                verdict,
-            ]
-        )
-    text = _render(header, rows)
-    if any(r[0].endswith(" *") for r in rows):
-        text += (
-            f"\n* measured on another backend or schedule count than easyjob "
-            f"({easyjob.get('backend')}, {easyjob.get('schedules')} schedules)"
-        )
-    if any(r[5].startswith(("<=", ">=")) or r[5] == "-" for r in rows):
-        text += (
-            "\n<= / >= / -: that side ran every fire (its rate is capped by M, not its limit);"
-            " compare at saturation"
-        )
-    return text
-
-
 # -- command line --------------------------------------------------------------------------
 
 
@@ -674,8 +540,9 @@ def _interrupt(signum: int, frame: object) -> NoReturn:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.perf.peers.run_peers",
-        description="Run APScheduler 4 and 3.11 with the same schedules and measurements as "
-        "easyjob bench, each in its own virtualenv.",
+        description="Run easyjob's bench trial, APScheduler 4 and APScheduler 3.11 with the same "
+        "schedules and measurements on the same database backend (each peer in its own "
+        "virtualenv) and print one table with the ratios.",
     )
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--db-backend", choices=BACKENDS, help="start this database here")
@@ -699,6 +566,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--venv-dir", type=Path, default=None, help=f"default ${VENV_DIR_ENV} or .perf-venvs/"
     )
+    parser.add_argument(
+        "--no-easyjob",
+        dest="easyjob",
+        action="store_false",
+        help="run the peers only (and print their table without ratios)",
+    )
+    parser.add_argument("--easyjob-nodes", type=int, default=4, metavar="N", help="default 4")
+    parser.add_argument(
+        "--easyjob-workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker threads per node (default max(64, M // 2))",
+    )
+    parser.add_argument("--easyjob-strategy", default="default", help="default: default")
     parser.add_argument("--keep", action="store_true", help="keep ledgers and worker logs")
     parser.add_argument("--json", action="store_true", help="JSON on stdout, table on stderr")
     args = parser.parse_args(argv)
@@ -709,6 +591,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _interrupt)  # clean up servers and workers
     try:
+        side = EasyjobSide(args.easyjob_nodes, args.easyjob_workers, args.easyjob_strategy)
         results = run(
             backend=args.db_backend,
             db=args.db,
@@ -721,16 +604,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             aps4_broker=args.aps4_broker,
             aps4_processes=args.aps4_processes,
             keep=args.keep,
+            easyjob=side if args.easyjob else None,
         )
     except ValueError as exc:
         parser.error(str(exc))
     except KeyboardInterrupt:
         _say("interrupted: workers and database server stopped")
         return 130
-    table = format_table(results)
+    ours = [r for r in results if r["peer"] == "easyjob"]
+    theirs = [r for r in results if r["peer"] != "easyjob"]
+    if ours:
+        notes = window_notes(args.duration, args.warmup, args.drain)
+        table = compare(ours, theirs, notes)
+    else:
+        table = format_table(theirs)
     if args.json:
         print(table, file=sys.stderr)
-        print(json.dumps({"peers": results}, indent=2))
+        print(json.dumps({"easyjob": ours, "peers": theirs}, indent=2))
     else:
         print(table)
     return 1 if any(r.get("error") for r in results) else 0
