@@ -132,7 +132,7 @@ def _ratio(ours: Report, peer: Report) -> tuple[str, str]:
 
 
 def _row(report: Report, name: str, ratio: str, verdict: str) -> list[str]:
-    lat = report.get("lateness_ms") or {}
+    lat = (report.get("lateness_ms") or {}) if report.get("runs") else {}  # none: not 0 ms
     return [
         name,
         str(report.get("backend")),
@@ -145,6 +145,7 @@ def _row(report: Report, name: str, ratio: str, verdict: str) -> list[str]:
         *(_fmt(lat.get(k), ",.0f") for k in ("p50", "p95", "p99", "max")),
         _fmt(report.get("cpu_ms_per_run"), ".2f"),
         _fmt(report.get("db_cpu_window_s"), ".1f"),
+        _fmt((report.get("load_avg_1m") or [None])[0], ".2f"),
         ratio,
         verdict,
     ]
@@ -172,7 +173,8 @@ def compare(
     ours = [easyjob] if isinstance(easyjob, dict) else list(easyjob)
     header = [
         "scheduler", "backend", "sched", "procs", "expected", "runs/s", "missed", "dups",
-        "p50 ms", "p95 ms", "p99 ms", "max ms", "cpu ms/run", "db cpu s", "ratio", "target",
+        "p50 ms", "p95 ms", "p99 ms", "max ms", "cpu ms/run", "db cpu s", "load", "ratio",
+        "target",
     ]  # fmt: skip
     rows = []
     matched: set[int] = set()
@@ -203,5 +205,6 @@ def compare(
             f"* measured on another backend or schedule count than easyjob "
             f"({ours[0].get('backend')}, {ours[0].get('schedules')} schedules)"
         )
+    footnotes.append("load: the machine's 1-minute load average when the run's window began")
     footnotes += notes
     return text + "\n" + "\n".join(footnotes) + _errors([*ours, *peers])
