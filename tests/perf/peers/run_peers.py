@@ -437,7 +437,8 @@ def window_notes(duration: float, warmup: float, drain: float) -> list[str]:
     seconds = math.floor(duration - warmup)
     notes = [
         f"window: the fires of {seconds} whole seconds, from {warmup:g} s after start; a fire"
-        f" counts if it started before the stop, {drain:g} s after the window's last second",
+        f" counts if it started before the stop, {drain:g} s after the window's last second"
+        " (a peer's once its job started, easyjob's once its success was recorded)",
         "start: a peer's clock starts when its processes are launched (schedules stored"
         " beforehand); easyjob's once all its nodes are live (they register their tasks at"
         " start)",
