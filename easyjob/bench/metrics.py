@@ -39,7 +39,8 @@ class TrialFigures:
     round_trips_per_run: float
     statements_per_run: float
     cpu_s_per_node: dict[str, float]
-    idle_queries_per_s: float | None = None
+    round_trips_per_node_s: float = 0.0
+    idle_tasks: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,6 +63,7 @@ def measure(
     start: datetime,
     end: datetime,
     node_stats: Sequence[dict[str, Any]],
+    idle_tasks: int = 0,
 ) -> TrialFigures:
     """Figures for fires scheduled in [start, end]: every task fires on *cron*."""
     fires = CronSchedule.parse(cron).fires_between(start, end, limit=10_000_000)
@@ -87,6 +89,7 @@ def measure(
     runs_total = sum(s.get("completed", 0) for s in node_stats) or 1
     statements = sum(s.get("statements", 0) for s in node_stats)
     commits = sum(s.get("commits", 0) for s in node_stats)
+    node_seconds = sum(s.get("uptime_s", 0.0) for s in node_stats) or 1.0
     return TrialFigures(
         nodes=len(node_stats),
         tasks=tasks,
@@ -108,4 +111,6 @@ def measure(
         round_trips_per_run=round((statements + commits) / runs_total, 2),
         statements_per_run=round(statements / runs_total, 2),
         cpu_s_per_node={s["node_id"]: s.get("cpu_s", 0.0) for s in node_stats},
+        round_trips_per_node_s=round((statements + commits) / node_seconds, 1),
+        idle_tasks=idle_tasks,
     )

@@ -14,7 +14,7 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
     header = (
         f"{'nodes':>5} {'tasks':>7} {'expected/s':>10} {'runs/s':>9} {'missed':>7} "
         f"{'dups':>5} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-        f"{'lost':>6} {'rt/run':>7} {'cpu s/node':>10}"
+        f"{'lost':>6} {'rt/run':>7} {'rt/s/node':>9} {'cpu s/node':>10}"
     )
     lines.append(header)
     for f in trials:
@@ -24,7 +24,7 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
             f"{f.nodes:>5} {f.tasks:>7} {f.expected_per_s:>10.0f} {f.runs_per_s:>9.1f} "
             f"{f.missed:>7} {f.duplicates:>5} {lat['p50']:>8.1f} {lat['p95']:>8.1f} "
             f"{lat['p99']:>8.1f} {lat['max']:>8.1f} {f.claims_lost:>6} "
-            f"{f.round_trips_per_run:>7.2f} {cpu:>10.1f}"
+            f"{f.round_trips_per_run:>7.2f} {f.round_trips_per_node_s:>9.1f} {cpu:>10.1f}"
         )
     if probe is not None and trials:
         best = max(f.runs_per_s for f in trials)
@@ -33,8 +33,13 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
             f"database claim-pattern limit here: {probe:,.0f} rows/s; "
             f"easyjob's best {best:,.0f} runs/s is {share:.0%} of it"
         )
+    if any(f.idle_tasks for f in trials):
+        lines.append(
+            f"plus {trials[0].idle_tasks:,} registered tasks that never fire in the window"
+        )
     lines.append(
         "runs/s and lateness (start_time - fire_time, database time) over the steady window; "
-        "lost = claim races lost; rt/run = statements + commits per completed run"
+        "lost = claim races lost; rt/run = statements + commits per completed run; "
+        "rt/s/node = statements + commits per second per node"
     )
     return "\n".join(lines)

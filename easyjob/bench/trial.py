@@ -37,6 +37,9 @@ def noop() -> None:
 
 for _i in range(int(os.environ["EASYJOB_BENCH_TASKS"])):
     scheduled(os.environ["EASYJOB_BENCH_CRON"], name=f"bench-{_i}", overlap="allow")(noop)
+
+for _i in range(int(os.environ.get("EASYJOB_BENCH_IDLE_TASKS", "0"))):
+    scheduled("0 0 1 1 *", name=f"bench-idle-{_i}")(noop)  # registered, never due in a trial
 '''
 
 
@@ -52,6 +55,7 @@ class TrialConfig:
     heartbeat: float = 1.0
     warmup: float = 3.0
     strategy: str = "default"
+    idle_tasks: int = 0
 
 
 def run_trial(config: TrialConfig, workdir: Path, progress: Callable[[str], None]) -> TrialFigures:
@@ -73,7 +77,13 @@ def run_trial(config: TrialConfig, workdir: Path, progress: Callable[[str], None
                     proc.kill()
                     proc.wait()
         return measure(
-            store, cron=config.cron, tasks=config.tasks, start=start, end=end, node_stats=stats
+            store,
+            cron=config.cron,
+            tasks=config.tasks,
+            start=start,
+            end=end,
+            node_stats=stats,
+            idle_tasks=config.idle_tasks,
         )
     finally:
         store.close()
@@ -106,6 +116,7 @@ def _start_nodes(config: TrialConfig, workdir: Path) -> list[subprocess.Popen[by
         **os.environ,
         "EASYJOB_BENCH_TASKS": str(config.tasks),
         "EASYJOB_BENCH_CRON": config.cron,
+        "EASYJOB_BENCH_IDLE_TASKS": str(config.idle_tasks),
     }
     procs = []
     for i in range(config.nodes):

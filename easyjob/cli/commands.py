@@ -204,6 +204,7 @@ def bench(args: argparse.Namespace) -> int:
         poll=args.poll,
         heartbeat=args.heartbeat,
         strategy=args.strategy,
+        idle_tasks=args.idle_tasks,
     )
     trials = []
     while True:

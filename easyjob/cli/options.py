@@ -45,6 +45,12 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
+def non_negative_int(text: str) -> int:
+    if not re.fullmatch(r"\s*\+?\d+\s*", text):
+        raise ValueError(f"must be a whole number (0 or more), got {text!r}")
+    return int(text)
+
+
 def integer(text: str) -> int:
     try:
         return int(text)
@@ -179,6 +185,13 @@ def _bench_options(bench: argparse.ArgumentParser) -> None:
         ("--max-tasks", "BENCH_MAX_TASKS", "1000000", positive_int, "--find-max stops here"),
         ("--workdir", "BENCH_WORKDIR", "easyjob-bench", None, "node logs and counters go here"),
         ("--strategy", "BENCH_STRATEGY", "default", None, "the nodes' claim strategy"),
+        (
+            "--idle-tasks",
+            "BENCH_IDLE_TASKS",
+            "0",
+            non_negative_int,
+            "tasks registered besides, that never fire in the trial (polling cost)",
+        ),
     ):
         option(bench, flag, env=env, default=default, kind=kind, help=help, metavar="X")
     bench.add_argument(

@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo, available_timezones
 
@@ -119,7 +119,7 @@ class CronSchedule:
     )
 
     def __post_init__(self) -> None:
-        text, proto = _compile(self.expr)
+        text, proto = _compiled(self.expr) if isinstance(self.expr, str) else _compile(self.expr)
         zone = parse_tz(self.tz)
         object.__setattr__(self, "expr", text)
         object.__setattr__(self, "_zone", zone)
@@ -277,6 +277,13 @@ def _as_utc(value: datetime, name: str) -> datetime:
     if not isinstance(value, datetime) or value.utcoffset() is None:
         raise ValueError(f"{name} must be an aware datetime, got {value!r}")
     return value.astimezone(UTC)
+
+
+@lru_cache(maxsize=4096)
+def _compiled(expr: str) -> tuple[str, Any]:
+    """:func:`_compile`, remembered: thousands of tasks mostly share a few expressions, and
+    the prototype is only ever copied, never changed."""
+    return _compile(expr)
 
 
 def _compile(expr: object) -> tuple[str, Any]:

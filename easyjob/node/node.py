@@ -60,6 +60,7 @@ class Node:
         self._stopped = threading.Event()
         self._stop_requested = threading.Event()
         self._threads_started = False
+        self._started_at = self.clock.monotonic()
 
     def start(self) -> None:
         """Register this node and its tasks, then start its threads."""
@@ -109,6 +110,7 @@ class Node:
         for part in (self.heartbeat, self.dispatcher, self.loader, self.recovery):
             part.start()
         self._threads_started = True
+        self._started_at = self.clock.monotonic()
         self.log.info(
             "node %s started: %d task(s), strategy %s, %d worker(s), database %s",
             self.config.node_id,
@@ -141,6 +143,7 @@ class Node:
             "claims_lost": self.loader.lost,
             **self.store.db.counters.snapshot(),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+            "uptime_s": round(self.clock.monotonic() - self._started_at, 3),
         }
 
     def _counters(self) -> tuple[int, int]:

@@ -20,7 +20,7 @@ from easyjob.store.gate import WriteGate
 from easyjob.store.retry import RetryPolicy, first_line
 from easyjob.store.schema import SCHEMA_VERSION, meta_table, metadata
 
-__all__ = ["Database", "at_versions", "per_id"]
+__all__ = ["Database", "at_versions", "per_id", "status_is"]
 
 T = TypeVar("T")
 log = logging.getLogger("easyjob.store")
@@ -35,6 +35,15 @@ def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElemen
         table.c.id.in_(list(expected)),
         sa.tuple_(table.c.id, table.c.version).in_(list(expected.items())),
     )
+
+
+def status_is(column: sa.ColumnElement[str], value: str) -> sa.ColumnElement[bool]:
+    """``column = value`` for statements that address their rows by primary key (a batch
+    ``id IN (...)``): compared through coalesce() so that no index on the status is usable.
+    Given a batch of ids and an indexable status, SQLite's planner drives the statement
+    from the status index instead, reading every row in that status (every ACTIVE task,
+    every PENDING run: 16 ms per advance with 100,000 tasks) rather than the batch's rows."""
+    return sa.func.coalesce(column, "") == value
 
 
 def per_id(table: sa.Table, values: Mapping[int, Any], type_: Any = None) -> sa.Case[Any]:

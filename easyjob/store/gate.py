@@ -6,9 +6,10 @@ contention a waiter keeps sleeping through the moments the lock is free while ne
 it: throughput falls and one process can starve (measured here: 4 processes in a tight loop,
 one got 1 write in 10 s). Every easyjob write transaction on a SQLite file therefore first
 takes this gate: a lock on a file beside the database (``<db>-easyjob-gate``), polled every
-few hundred microseconds, then ``BEGIN IMMEDIATE``. SQLite's own lock stays what makes writes
-correct; the gate only makes waiting short and fair. The kernel drops the lock of a process
-that dies.
+millisecond at most, then ``BEGIN IMMEDIATE``; a process that just let go waits a little
+before it takes the gate again, so nobody is shut out by a process writing back to back.
+SQLite's own lock stays what makes writes correct; the gate only makes waiting short and
+fair. The kernel drops the lock of a process that dies.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ from easyjob.errors import DatabaseUnavailableError
 
 __all__ = ["WriteGate"]
 
-_POLL_S = (0.0002, 0.0005, 0.001, 0.002)
+_POLL_S = (0.0002, 0.0005, 0.001)
+#: A process that wants the gate again right after it let go first waits this long, so that
+#: a waiting process (polling every millisecond at most) gets its turn: neither this lock nor
+#: SQLite's hands over in order, and a process writing back to back would shut others out.
+_YIELD_S = 0.0012
 
 
 class WriteGate:
@@ -37,6 +42,7 @@ class WriteGate:
         self._timeout_s = timeout_s
         self._threads = threading.Lock()  # one writer per process at a time
         self._fd: int | None = None
+        self._released_at = float("-inf")
 
     @classmethod
     def for_url(cls, url: sa.URL, timeout_s: float) -> WriteGate | None:
@@ -54,12 +60,16 @@ class WriteGate:
         if not self._threads.acquire(timeout=self._timeout_s):
             raise DatabaseUnavailableError(f"no turn to write within {self._timeout_s:g}s")
         try:
+            since = time.monotonic() - self._released_at
+            if since < _YIELD_S:
+                time.sleep(_YIELD_S - since)
             fd = self._file()
             self._lock(fd)
             try:
                 yield
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+                self._released_at = time.monotonic()
         finally:
             self._threads.release()
 

@@ -25,7 +25,7 @@ from easyjob.core.states import (
     TaskStatus,
     Trigger,
 )
-from easyjob.store.database import Database, at_versions, per_id
+from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.schema import node_table, task_detail_table, task_table
 
@@ -102,7 +102,7 @@ class RunStore:
                 sa.select(d.c.id, d.c.task_id, d.c.version, d.c.fire_time, d.c.due_time)
                 .join_from(d, t, t.c.id == d.c.task_id)
                 .where(
-                    d.c.status == str(RunStatus.PENDING),
+                    status_is(d.c.status, str(RunStatus.PENDING)),
                     d.c.due_time <= horizon,
                     t.c.status != str(TaskStatus.PAUSED),
                 )
@@ -130,7 +130,7 @@ class RunStore:
                 d.update()
                 .where(
                     at_versions(d, expected),
-                    d.c.status == str(RunStatus.PENDING),
+                    status_is(d.c.status, str(RunStatus.PENDING)),
                 )
                 .values(
                     status=str(RunStatus.CLAIMED),
@@ -191,7 +191,7 @@ class RunStore:
                 d.update()
                 .where(
                     at_versions(d, expected),
-                    d.c.status == str(RunStatus.CLAIMED),
+                    status_is(d.c.status, str(RunStatus.CLAIMED)),
                     d.c.node_id == node,
                     free,
                 )
@@ -249,7 +249,7 @@ class RunStore:
                 d.update()
                 .where(
                     at_versions(d, expected),
-                    d.c.status == str(RunStatus.RUNNING),
+                    status_is(d.c.status, str(RunStatus.RUNNING)),
                     d.c.node_id == node,
                 )
                 .values(status=str(RunStatus.SUCCESS), version=d.c.version + 1, end_time=db_now())
@@ -430,7 +430,9 @@ def _moved(
     other call of this node can have left a row so."""
     bumped = {i: v + 1 for i, v in expected.items()}
     holder = d.c.node_id.is_(None) if node_id is None else d.c.node_id == node_id
-    query = sa.select(d.c.id).where(at_versions(d, bumped), d.c.status == str(status), holder)
+    query = sa.select(d.c.id).where(
+        at_versions(d, bumped), status_is(d.c.status, str(status)), holder
+    )
     return list(conn.scalars(query))
 
 
@@ -460,7 +462,7 @@ def _unchanged(conn: sa.Connection, runs: Sequence[Run]) -> list[int]:
     expected = {r.id: r.version for r in runs}
     query = sa.select(d.c.id).where(
         at_versions(d, expected),
-        d.c.status == str(runs[0].status),
+        status_is(d.c.status, str(runs[0].status)),
         d.c.node_id == runs[0].node_id,
     )
     return list(conn.scalars(query))
@@ -490,7 +492,11 @@ def _children_of(
             now,
         )
         .join_from(parent, t, t.c.pid == parent.c.task_id)
-        .where(parent.c.id.in_(list(parent_ids)), t.c.status == str(TaskStatus.ACTIVE))
+        # from the parent runs' ids, not from the index on the tasks' status (see status_is)
+        .where(
+            parent.c.id.in_(list(parent_ids)),
+            status_is(t.c.status, str(TaskStatus.ACTIVE)),
+        )
     )
     columns = [
         "task_id",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -13,7 +15,7 @@ from easyjob.core.cron import CronSchedule
 from easyjob.core.records import Advance, TaskRow, TaskSpec
 from easyjob.core.states import RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError
-from easyjob.store.database import Database, at_versions, per_id
+from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
 
@@ -21,6 +23,11 @@ __all__ = ["TaskStore"]
 
 t = task_table
 d = task_detail_table
+
+
+#: Tasks registered per transaction: a short hold of SQLite's write lock, and well under
+#: every backend's limit of bound parameters per statement, whatever the number of tasks.
+_UPSERT_CHUNK = 2000
 
 
 class TaskStore:
@@ -39,25 +46,46 @@ class TaskStore:
         ``seen_time`` is set to now for every task given. Parents are resolved by name among
         *specs* and the tasks already stored; an unknown parent raises TaskDefinitionError.
         """
-        names = [spec.name for spec in specs]
-        if len(set(names)) != len(names):
-            dup = sorted({n for n in names if names.count(n) > 1})
+        counts = Counter(spec.name for spec in specs)
+        if dup := sorted(name for name, count in counts.items() if count > 1):
             raise TaskDefinitionError(f"duplicate task name(s): {', '.join(map(repr, dup))}")
-        if not specs:
-            return []
-        return self._db.write("upsert_tasks", lambda conn: self._upsert(conn, specs))
+        ordered = _parents_first(specs)
+        ids: dict[str, int] = {}
+        rows: dict[str, TaskRow] = {}
+        for start in range(0, len(ordered), _UPSERT_CHUNK):
+            chunk = ordered[start : start + _UPSERT_CHUNK]
 
-    def _upsert(self, conn: sa.Connection, specs: Sequence[TaskSpec]) -> list[TaskRow]:
+            def write(conn: sa.Connection, chunk: Sequence[TaskSpec] = chunk) -> dict[str, TaskRow]:
+                return self._upsert(conn, chunk, ids)
+
+            rows.update(self._db.write("upsert_tasks", write))
+        return [rows[spec.name] for spec in specs]
+
+    def _upsert(
+        self, conn: sa.Connection, specs: Sequence[TaskSpec], ids: dict[str, int]
+    ) -> dict[str, TaskRow]:
+        """One chunk; *ids* holds the ids of tasks of earlier chunks (parents) and gets
+        this chunk's."""
         now = conn.scalar(sa.select(db_now()))
-        conn.execute(self._insert_missing(), [self._new_row(spec, now) for spec in specs])
-        rows = self._by_names(conn, [spec.name for spec in specs])
-        ids = {name: row.id for name, row in rows.items()}
-        for spec in specs:
-            pid = self._parent_id(conn, spec, ids)
-            self._update_if_changed(conn, rows[spec.name], spec, pid, now)
-        conn.execute(t.update().where(t.c.name.in_([s.name for s in specs])).values(seen_time=now))
-        final = self._by_names(conn, [spec.name for spec in specs])
-        return [final[spec.name] for spec in specs]
+        names = [spec.name for spec in specs]
+        rows = self._by_names(conn, names)
+        missing = [spec for spec in specs if spec.name not in rows]
+        if missing:
+            first = _FirstFires(now)
+            conn.execute(self._insert_missing(), [self._new_row(s, now, first) for s in missing])
+            rows.update(self._by_names(conn, [spec.name for spec in missing]))
+        ids.update((name, row.id) for name, row in rows.items())
+        changed = [
+            spec.name
+            for spec in specs
+            if self._update_if_changed(
+                conn, rows[spec.name], spec, self._parent_id(conn, spec, ids), now
+            )
+        ]
+        conn.execute(t.update().where(t.c.name.in_(names)).values(seen_time=now))
+        if changed:
+            rows.update(self._by_names(conn, changed))
+        return {name: replace(row, seen_time=now) for name, row in rows.items()}
 
     def _insert_missing(self) -> sa.Insert:
         if self._db.dialect == "postgresql":
@@ -67,9 +95,9 @@ class TaskStore:
         return mysql.insert(t).on_duplicate_key_update(id=t.c.id)
 
     @staticmethod
-    def _new_row(spec: TaskSpec, now: datetime) -> dict[str, Any]:
+    def _new_row(spec: TaskSpec, now: datetime, first: _FirstFires) -> dict[str, Any]:
         status = TaskStatus.ACTIVE if spec.enabled else TaskStatus.PAUSED
-        next_time = _first_fire(spec.cron, spec.tz, now)
+        next_time = first(spec.cron, spec.tz)
         if spec.cron is not None and next_time is None:
             status = TaskStatus.FINISHED
         return {
@@ -96,7 +124,7 @@ class TaskStore:
 
     def _update_if_changed(
         self, conn: sa.Connection, row: TaskRow, spec: TaskSpec, pid: int | None, now: datetime
-    ) -> None:
+    ) -> bool:
         wanted = {**spec.columns(), "pid": pid}
         changes = {k: v for k, v in wanted.items() if getattr(row, k) != v}
         if not spec.enabled and row.status == TaskStatus.ACTIVE:
@@ -109,12 +137,13 @@ class TaskStore:
             elif row.status == TaskStatus.FINISHED:
                 changes["status"] = str(TaskStatus.ACTIVE)
         if not changes:
-            return
+            return False
         conn.execute(
             t.update()
             .where(t.c.id == row.id)
             .values(**changes, version=t.c.version + 1, node_id=None, update_time=now)
         )
+        return True
 
     def _by_names(self, conn: sa.Connection, names: Sequence[str]) -> dict[str, TaskRow]:
         rows = conn.execute(sa.select(t).where(t.c.name.in_(names))).mappings()
@@ -224,7 +253,7 @@ class TaskStore:
             t.update()
             .where(
                 at_versions(t, expected),
-                t.c.status == str(TaskStatus.ACTIVE),
+                status_is(t.c.status, str(TaskStatus.ACTIVE)),
             )
             .values(
                 next_start_time=next_value,
@@ -277,6 +306,39 @@ class TaskStore:
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
         return self._db.write("trigger_task", write)
+
+
+def _parents_first(specs: Sequence[TaskSpec]) -> list[TaskSpec]:
+    """*specs* reordered (stably) so that a parent among them comes before its children:
+    each chunk of an upsert then finds its parents stored. A cycle (refused earlier by the
+    registry) just keeps its order."""
+    by_name = {spec.name: spec for spec in specs}
+    depth: dict[str, int] = {}
+
+    def depth_of(spec: TaskSpec, seen: frozenset[str] = frozenset()) -> int:
+        if spec.name not in depth:
+            parent = by_name.get(spec.parent) if spec.parent else None
+            if parent is None or parent.name in seen:
+                depth[spec.name] = 0
+            else:
+                depth[spec.name] = depth_of(parent, seen | {spec.name}) + 1
+        return depth[spec.name]
+
+    return sorted(specs, key=depth_of)
+
+
+class _FirstFires:
+    """The first fire after *now* per (cron, zone): tasks mostly share a few schedules."""
+
+    def __init__(self, now: datetime) -> None:
+        self._now = now
+        self._seen: dict[tuple[str | None, str], datetime | None] = {}
+
+    def __call__(self, cron: str | None, tz: str) -> datetime | None:
+        key = (cron, tz)
+        if key not in self._seen:
+            self._seen[key] = _first_fire(cron, tz, self._now)
+        return self._seen[key]
 
 
 def _first_fire(cron: str | None, tz: str, now: datetime) -> datetime | None:

@@ -241,3 +241,19 @@ def test_a_finished_task_cannot_be_paused_or_resumed(store: Store) -> None:
         with pytest.raises(TaskDefinitionError, match="'a' is FINISHED: its schedule will never"):
             store.tasks.set_status("a", status)
     assert store.tasks.get("a").status == TaskStatus.FINISHED
+
+
+def test_upsert_in_chunks_finds_parents_given_after_their_children(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("easyjob.store.tasks._UPSERT_CHUNK", 2)
+    child = TaskSpec(name="child", func="tests.jobs:noop", parent="parent")
+    grandchild = TaskSpec(name="grandchild", func="tests.jobs:noop", parent="child")
+    specs = [grandchild, child, every_second("a"), every_second("b"), every_second("parent")]
+    rows = store.tasks.upsert(specs)
+    assert [r.name for r in rows] == [s.name for s in specs]  # the order given
+    by_name = {r.name: r for r in rows}
+    assert by_name["child"].pid == by_name["parent"].id
+    assert by_name["grandchild"].pid == by_name["child"].id
+    again = store.tasks.upsert(specs)  # the same specs again: nothing changes
+    assert [(r.id, r.version, r.pid) for r in again] == [(r.id, r.version, r.pid) for r in rows]
