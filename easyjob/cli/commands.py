@@ -65,7 +65,14 @@ def run(args: argparse.Namespace) -> int:
     if not len(default_registry):
         raise ConfigError(f"no @scheduled tasks found in {' '.join(args.jobs)}")
     default_registry.resolved()
-    store = Store.open(args.db, create=True, pool_size=config.workers + 4)
+    store = Store.open(
+        args.db,
+        create=True,
+        pool_size=config.workers + 4,
+        # a transaction paused longer than this loses its session and so its row locks
+        # before peers would judge the node dead and try to take its runs
+        stuck_transaction_s=max(1.0, config.dead_threshold.total_seconds() / 2),
+    )
     try:
         node = Node(store, config)
         node.run()

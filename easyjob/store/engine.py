@@ -5,6 +5,11 @@
   concurrency, busy timeout or not).
 - MySQL/MariaDB: READ COMMITTED (under REPEATABLE READ, "select a missing row for update, then
   insert" deadlocks), utf8mb4, and socket timeouts so a stalled server is an error, not a hang.
+- PostgreSQL and MySQL/MariaDB end a session that sits inside a transaction without a word
+  for ``stuck_transaction_s`` (``idle_in_transaction_session_timeout``,
+  ``idle_transaction_timeout``): a node paused (SIGSTOP, a VM freeze) in the middle of one of
+  its short transactions would otherwise hold its row locks, and every other node touching
+  those rows would wait with it. The paused node finds its connection gone and retries.
 - No pool pings a connection before handing it out (a round trip per transaction): a
   connection found broken fails its transaction, which is retried as a whole on a fresh one
   (:mod:`easyjob.store.retry`).
@@ -76,8 +81,10 @@ def create_engine(
     connect_timeout_s: float = 10.0,
     io_timeout_s: float = 30.0,
     busy_timeout_s: float = 30.0,
+    stuck_transaction_s: float = 10.0,
 ) -> sa.Engine:
     """An engine for *url* with the backend care described in this module's docstring."""
+    stuck_s = stuck_transaction_s
     parsed = normalize_url(url)
     backend = parsed.get_backend_name()
     kwargs: dict[str, Any] = {}
@@ -90,6 +97,8 @@ def create_engine(
         kwargs["poolclass"] = sa.pool.QueuePool
     elif backend == "postgresql":
         connect_args["connect_timeout"] = max(1, round(connect_timeout_s))
+        stuck_ms = max(1, round(stuck_transaction_s * 1000))
+        connect_args["options"] = f"-c idle_in_transaction_session_timeout={stuck_ms}"
         kwargs.update(pool_size=pool_size, max_overflow=pool_size)
     else:
         connect_args.update(
@@ -97,6 +106,7 @@ def create_engine(
             read_timeout=io_timeout_s,
             write_timeout=io_timeout_s,
             charset="utf8mb4",
+            init_command=f"SET SESSION idle_transaction_timeout={max(1, round(stuck_s))}",
         )
         kwargs.update(pool_size=pool_size, max_overflow=pool_size, isolation_level="READ COMMITTED")
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -106,3 +107,33 @@ def test_unknown_driver_errors_are_not_transient() -> None:
     assert not _transient_driver_error(None)
     assert not _transient_driver_error(RuntimeError("x"))
     assert is_transient(ConnectionResetError())
+
+
+def test_a_transaction_stuck_mid_way_loses_its_session_and_its_locks(
+    store: Store, db_server: DatabaseServer | None
+) -> None:
+    """A node paused inside one of its transactions (SIGSTOP, a VM freeze) must not hold its
+    row locks until it wakes: the server ends the silent session after stuck_transaction_s,
+    the others go on, and the paused client finds its connection gone."""
+    if db_server is None:
+        pytest.skip("SQLite has no server sessions: a paused writer holds the file lock")
+    store.tasks.upsert([every_second("a")])
+    url = store.db.engine.url.render_as_string(hide_password=False)
+    paused = Database.open(url, stuck_transaction_s=1.0)
+    update = "UPDATE easy_job_task SET version = version + 1 WHERE name = 'a'"
+    try:
+        conn = paused.engine.connect()
+        tx = conn.begin()
+        conn.exec_driver_sql(update)  # holds the row lock, then falls silent
+        started = time.monotonic()
+        store.db.write("other", lambda c: c.exec_driver_sql(update))  # waits, then goes on
+        waited = time.monotonic() - started
+        assert waited < 10, waited
+        with pytest.raises(sa.exc.DBAPIError) as raised:
+            conn.exec_driver_sql("SELECT 1")
+            tx.commit()
+        assert is_transient(raised.value), repr(raised.value)
+        conn.invalidate()
+        conn.close()
+    finally:
+        paused.dispose()
