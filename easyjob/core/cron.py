@@ -137,7 +137,7 @@ class CronSchedule:
         ``None`` if the schedule never fires again: nothing within croniter's 50-year
         search horizon, or nothing before the end of ``datetime``'s range.
         """
-        return next(self._fires_after(_as_utc(after, "after")), None)
+        return _next_after(self, _as_utc(after, "after"))
 
     def first_at_or_after(self, when: datetime) -> datetime | None:
         """The first fire at or after *when* (aware, any zone), as aware UTC, or ``None``."""
@@ -154,16 +154,19 @@ class CronSchedule:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit!r}")
         start_utc, end_utc = _as_utc(start, "start"), _as_utc(end, "end")
-        fires: list[datetime] = []
         if end_utc < start_utc:
-            return fires
+            return []
+        return list(_between(self, start_utc, end_utc, limit))
+
+    def _between(self, start_utc: datetime, end_utc: datetime, limit: int) -> tuple[datetime, ...]:
+        fires: list[datetime] = []
         for fire in self._fires_after(start_utc - _EPS):
             if fire > end_utc:
                 break
             fires.append(fire)
             if len(fires) >= limit:
                 break
-        return fires
+        return tuple(fires)
 
     def _fires_after(self, after: datetime) -> Iterator[datetime]:
         """Yield the fires strictly after the aware UTC instant *after*, ascending."""
@@ -187,6 +190,21 @@ class CronSchedule:
             # croniter updates these sets in place; keep copies used by other threads apart.
             itr.nth_weekday_of_month = {k: set(v) for k, v in itr.nth_weekday_of_month.items()}
         return itr
+
+
+@lru_cache(maxsize=1024)
+def _next_after(schedule: CronSchedule, after_utc: datetime) -> datetime | None:
+    """:meth:`CronSchedule.next_after`, remembered (see :func:`_between`)."""
+    return next(schedule._fires_after(after_utc), None)
+
+
+@lru_cache(maxsize=1024)
+def _between(
+    schedule: CronSchedule, start_utc: datetime, end_utc: datetime, limit: int
+) -> tuple[datetime, ...]:
+    """:meth:`CronSchedule.fires_between`, remembered: in one poll thousands of tasks on the
+    same schedule ask for the same window (results are facts about the schedule)."""
+    return schedule._between(start_utc, end_utc, limit)
 
 
 def _walk_utc(itr: Any, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
