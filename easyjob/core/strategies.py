@@ -42,7 +42,7 @@ class ClusterView:
     weights: Mapping[str, int] = field(default_factory=dict)
     held: Mapping[str, int] = field(default_factory=dict)  # runs each node holds now
     now: datetime | None = None
-    soon: datetime | None = None  # runs due by then start within this node's next poll
+    soon: datetime | None = None  # runs due by then are about to start
 
     def rank(self) -> int | None:
         return self.live.index(self.me) if self.me in self.live else None
@@ -62,9 +62,10 @@ class DefaultStrategy:
 
     So that nodes do not all race for every run as soon as it is written (all but one lose,
     and every lost claim is a wasted write), a run is first offered only to its "home" node
-    (``run id mod live nodes`` = rank); once it is due by ``view.soon`` (within a poll) and
-    still unclaimed, every node tries it. Fires are written two polls ahead, so a run's home
-    node has a poll to itself and the run still starts on time when that node is busy or gone.
+    (``run id mod live nodes`` = rank); once it is due by ``view.soon`` (the loader gives half
+    a poll from now) and still unclaimed, every node tries it. Fires are written two polls
+    ahead, so a run's home node has over a poll to itself, and the run still starts on time
+    when that node is busy or gone.
     """
 
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:

@@ -140,7 +140,7 @@ class Loader(Loop):
             weights={n.node_id: n.weight for n in nodes},
             held=held,
             now=now,
-            soon=now + timedelta(seconds=self._config.poll),
+            soon=now + timedelta(seconds=self._config.poll / 2),
         )
         picked = self._strategy.select(candidates, view)
         grace = timedelta(seconds=self._config.overdue_grace_s)
