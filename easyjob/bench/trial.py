@@ -21,6 +21,7 @@ from easyjob.bench.metrics import TrialFigures, measure
 from easyjob.core.states import RunStatus
 from easyjob.errors import ConfigError
 from easyjob.store import Store
+from easyjob.store.engine import db_now
 from easyjob.store.schema import node_table, task_detail_table, task_table
 
 __all__ = ["TrialConfig", "run_trial"]
@@ -66,6 +67,7 @@ def run_trial(config: TrialConfig, workdir: Path, progress: Callable[[str], None
         nodes = _start_nodes(config, workdir)
         try:
             _wait_live(store, config, nodes)
+            _wait_caught_up(store, progress)
             begin = store.db.now()
             start = (begin + timedelta(seconds=config.warmup)).replace(microsecond=0)
             end = start + timedelta(seconds=max(1.0, config.duration) - 1)
@@ -163,6 +165,27 @@ def _wait_live(store: Store, config: TrialConfig, procs: list[subprocess.Popen[b
             return
         time.sleep(0.2)
     raise RuntimeError(f"benchmark nodes did not come up within {budget:.0f} s")
+
+
+def _wait_caught_up(store: Store, progress: Callable[[str], None], budget_s: float = 300) -> None:
+    """Wait until no fire is overdue by more than 2 s: with many tasks, nodes that register
+    one after the other leave a backlog of fires due meanwhile, and the window measures the
+    steady state, not that start-up."""
+    deadline = time.monotonic() + budget_s
+
+    def overdue(conn: sa.Connection) -> int:
+        cutoff = conn.scalar(sa.select(db_now())) - timedelta(seconds=2)
+        query = sa.select(sa.func.count()).where(
+            task_detail_table.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)]),
+            task_detail_table.c.due_time < cutoff,
+        )
+        return int(conn.scalar(query) or 0)
+
+    while (left := store.db.read("bench_backlog", overdue)) and time.monotonic() < deadline:
+        progress(f"waiting for the start-up backlog to clear: {left} fires overdue")
+        time.sleep(1.0)
+    if left:
+        progress(f"start-up backlog not cleared within {budget_s:.0f} s: {left} fires overdue")
 
 
 def _follow(store: Store, start: Any, end: Any, progress: Callable[[str], None]) -> None:
