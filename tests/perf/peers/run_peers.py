@@ -441,7 +441,7 @@ def window_notes(duration: float, warmup: float, drain: float) -> list[str]:
         " (a peer's once its job started, easyjob's once its success was recorded)",
         "start: a peer's clock starts when its processes are launched (schedules stored"
         " beforehand); easyjob's once all its nodes are live (they register their tasks at"
-        " start)",
+        " start) and its start-up backlog has cleared (no fire overdue by more than 2 s)",
         "lateness: peers from their ledger (this machine's clock), easyjob from start_time -"
         " fire_time (database time; the database runs on this machine)",
         "cpu ms/run: the scheduler processes' CPU during the window per run;"
