@@ -211,7 +211,9 @@ class Proxy:
             self._closing = True
         self._wake_w.send(b"x")
         self._thread.join(10)
-        for pair in self._pairs:
+        with self._lock:
+            pairs = list(self._pairs)  # _drop removes from the list: iterate over a copy
+        for pair in pairs:
             self._drop(pair, rst=False)
         self._listener.close()
         self._wake_r.close()
