@@ -116,6 +116,8 @@ def test_cli_samples_run(
             "2",
             "--max-tasks",
             "6",
+            "--idle-tasks",
+            "10",
             "--no-probe",
             "--workdir",
             str(tmp_path / "bench"),
