@@ -38,7 +38,7 @@ def _rows(store: Store) -> list[tuple[int, str, int, str]]:
 def test_an_orphan_seen_twice_is_taken_back_as_a_new_attempt(store: Store) -> None:
     ids = make_pending(store, fires=3)
     claimed = store.runs.claim("node-a", _candidates(store, ids))
-    running = store.runs.start(claimed[1])
+    assert store.runs.start(claimed[1]) is not None
     known = {claimed[0].id}  # the node knows run 0; runs 1 (RUNNING) and 2 are orphans
     sweeper = _recoverer(store, known)
     assert sweeper.sweep_orphans() == 0  # first sighting: only suspected
@@ -46,7 +46,6 @@ def test_an_orphan_seen_twice_is_taken_back_as_a_new_attempt(store: Store) -> No
     rows = {row[0]: row for row in _rows(store)}
     assert rows[claimed[0].id][1] == "CLAIMED"
     assert rows[claimed[1].id][1] == rows[claimed[2].id][1] == str(RunStatus.ABANDONED)
-    assert running is not None
     new = [row for row in rows.values() if row[0] not in ids]
     assert sorted((r[1], r[2], r[3]) for r in new) == [
         ("PENDING", 2, str(Trigger.RECOVERY)),
