@@ -69,7 +69,8 @@ class Recoverer(Loop):
     def sweep_orphans(self) -> int:
         """Take back this node's orphans seen in the previous sweep too; returns how many."""
         me = self._config.node_id
-        held = self._store.runs.held_by(me, self._config.batch)
+        # it holds at most `workers` runs it knows of; the rest of the read is for orphans
+        held = self._store.runs.held_by(me, self._config.workers + self._config.batch)
         known = self._known()  # after the read: a run claimed since is not in it anyway
         unknown = {h.id: h for h in held if h.id not in known}
         orphans = [h for h in unknown.values() if self._suspects.get(h.id) == h.version]

@@ -84,10 +84,10 @@ def create_engine(
     stuck_transaction_s: float = 10.0,
 ) -> sa.Engine:
     """An engine for *url* with the backend care described in this module's docstring."""
-    stuck_s = stuck_transaction_s
     parsed = normalize_url(url)
     backend = parsed.get_backend_name()
     kwargs: dict[str, Any] = {}
+    stuck_whole_s = max(1, round(stuck_transaction_s))  # MariaDB takes whole seconds
     connect_args: dict[str, Any] = {}
     if backend == "sqlite":
         connect_args["timeout"] = busy_timeout_s
@@ -106,7 +106,7 @@ def create_engine(
             read_timeout=io_timeout_s,
             write_timeout=io_timeout_s,
             charset="utf8mb4",
-            init_command=f"SET SESSION idle_transaction_timeout={max(1, round(stuck_s))}",
+            init_command=f"SET SESSION idle_transaction_timeout={stuck_whole_s}",
         )
         kwargs.update(pool_size=pool_size, max_overflow=pool_size, isolation_level="READ COMMITTED")
     try:

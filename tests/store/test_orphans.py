@@ -20,8 +20,8 @@ from tests.store.conftest import make_pending
 from tests.store.test_claims import _candidates
 
 
-def _recoverer(store: Store, known: set[int]) -> Recoverer:
-    config = NodeConfig(node_id="node-a", heartbeat=1.0, dead_after=3)
+def _recoverer(store: Store, known: set[int], **options: int) -> Recoverer:
+    config = NodeConfig(node_id="node-a", heartbeat=1.0, dead_after=3, **options)
     liveness = Liveness(FakeClock(), 1.0, timedelta(seconds=3))
     log = logging.LoggerAdapter(logging.getLogger("test"), {})
     return Recoverer(store, config, liveness, log, lambda: set(known))
@@ -70,3 +70,15 @@ def test_another_nodes_runs_are_not_orphans(store: Store) -> None:
     assert sweeper.sweep_orphans() == 0
     assert sweeper.sweep_orphans() == 0
     assert [row[1] for row in _rows(store)] == ["CLAIMED"]
+
+
+def test_orphans_are_found_behind_a_full_node_s_known_runs(store: Store) -> None:
+    """The sweep reads past every run the node may know of (``workers`` of them), however
+    small the batch: an orphan with a higher id than a full node's runs is still found."""
+    ids = make_pending(store, fires=4)
+    claimed = store.runs.claim("node-a", _candidates(store, ids))
+    known = {run.id for run in claimed[:3]}
+    sweeper = _recoverer(store, known, workers=3, batch=1)
+    assert sweeper.sweep_orphans() == 0
+    assert sweeper.sweep_orphans() == 1
+    assert [row[1] for row in _rows(store)][:4] == ["CLAIMED"] * 3 + [str(RunStatus.ABANDONED)]
