@@ -428,10 +428,17 @@ def _moved(
     applied but its reply lost. Within one node one thread makes each transition (a run's
     failure and its timeout race for the same FAILED, and both mean the same outcome), so no
     other call of this node can have left a row so."""
-    bumped = {i: v + 1 for i, v in expected.items()}
+    return _rows_at(conn, {i: v + 1 for i, v in expected.items()}, status, node_id)
+
+
+def _rows_at(
+    conn: sa.Connection, versions: Mapping[int, int], status: RunStatus, node_id: str | None
+) -> list[int]:
+    """Ids of rows ``id -> version`` at exactly that version, in *status*, held by *node_id*
+    (None: held by nobody)."""
     holder = d.c.node_id.is_(None) if node_id is None else d.c.node_id == node_id
     query = sa.select(d.c.id).where(
-        at_versions(d, bumped), status_is(d.c.status, str(status)), holder
+        at_versions(d, versions), status_is(d.c.status, str(status)), holder
     )
     return list(conn.scalars(query))
 
@@ -459,13 +466,7 @@ def _one_node(runs: Sequence[Run], status: RunStatus) -> str:
 
 def _unchanged(conn: sa.Connection, runs: Sequence[Run]) -> list[int]:
     """Ids of *runs* whose rows still hold the version, status and node the runs carry."""
-    expected = {r.id: r.version for r in runs}
-    query = sa.select(d.c.id).where(
-        at_versions(d, expected),
-        status_is(d.c.status, str(runs[0].status)),
-        d.c.node_id == runs[0].node_id,
-    )
-    return list(conn.scalars(query))
+    return _rows_at(conn, {r.id: r.version for r in runs}, runs[0].status, runs[0].node_id)
 
 
 def _children_of(
