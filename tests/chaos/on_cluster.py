@@ -27,7 +27,15 @@ from tests.chaos.faults import FaultLog
 from tests.chaos.runner import REPORT_ENV
 from tests.cluster.harness import Cluster, wait_until
 
-__all__ = ["Settings", "db_lateness_p99_ms", "every_second", "observe", "record", "settle"]
+__all__ = [
+    "Settings",
+    "db_lateness_p99_ms",
+    "every_second",
+    "observe",
+    "record",
+    "settle",
+    "stuck_and_died",
+]
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,18 @@ def stuck_rows(cluster: Cluster, older_than: timedelta) -> list[str]:
         for r in cluster.runs()
         if r.status in HELD and r.due_time < now - older_than
     ]
+
+
+def stuck_and_died(cluster: Cluster, window: Window, stuck_s: float) -> tuple[list[str], list[str]]:
+    """Once the window is older than *stuck_s* (database time): the rows still held from
+    before then (see :func:`stuck_rows`), and the nodes whose process died."""
+    wait_until(
+        "the window to age past the stuck limit",
+        lambda: cluster.store.db.now() > window.end + timedelta(seconds=stuck_s),
+        30,
+    )
+    stuck = stuck_rows(cluster, timedelta(seconds=stuck_s))
+    return stuck, [n for n, p in cluster.nodes.items() if not p.alive]
 
 
 def observe(

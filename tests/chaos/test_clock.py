@@ -30,10 +30,10 @@ from tests.chaos.on_cluster import (
     record,
     recovery_runs,
     settle,
-    stuck_rows,
+    stuck_and_died,
 )
 from tests.chaos.runner import LIBFAKETIME
-from tests.cluster.harness import Cluster, wait_until
+from tests.cluster.harness import Cluster
 from tests.rig.backends import SERVER_BACKENDS, only_backends
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow_chaos, only_backends(*SERVER_BACKENDS)]
@@ -70,13 +70,7 @@ def test_skewed_and_drifting_clocks(db_backend: str, db_url: str, tmp_path: Path
         for node_id, faketime in CLOCKS.items():
             faults.instant("clock_skew", node_id, faketime)
         settle(cluster, TICKS, window, timeout=WINDOW_S + 60)
-        wait_until(
-            "the window to age past the stuck limit",
-            lambda: cluster.store.db.now() > end + timedelta(seconds=6),
-            30,
-        )
-        stuck = stuck_rows(cluster, timedelta(seconds=6))
-        died = [n for n, p in cluster.nodes.items() if not p.alive]
+        stuck, died = stuck_and_died(cluster, window, 6)
         drift_ms = node_offsets_ms(cluster)["node-2"] - offsets["node-2"]
         final_offsets = {n: ms / 1000 for n, ms in node_offsets_ms(cluster).items()}
         report = observe(

@@ -23,7 +23,7 @@ from tests.chaos.on_cluster import (
     record,
     recovery_runs,
     settle,
-    stuck_rows,
+    stuck_and_died,
 )
 from tests.cluster.harness import Cluster, wait_until
 from tests.rig.backends import SERVER_BACKENDS, only_backends
@@ -118,13 +118,7 @@ def test_partition_of_one_node(name: str, db_backend: str, db_url: str, tmp_path
             lambda: any(r.status == RunStatus.SUCCESS for r in cluster.runs("slow")),
             30,
         )
-        wait_until(
-            "the window to age past the stuck limit",
-            lambda: cluster.store.db.now() > window.end + timedelta(seconds=STUCK_S),
-            30,
-        )
-        stuck = stuck_rows(cluster, timedelta(seconds=STUCK_S))
-        died = [n for n, p in cluster.nodes.items() if not p.alive]
+        stuck, died = stuck_and_died(cluster, window, STUCK_S)
         holder_log = cluster.nodes[holder].log()
         report = observe(
             f"partition-{name}",
@@ -203,13 +197,7 @@ def test_commit_applied_but_reply_lost(
             settle(cluster, TICKS, window, timeout=30)
         except AssertionError as err:
             print(f"\n{err}")  # the report below names what is missing
-        wait_until(
-            "the window to age past the stuck limit",
-            lambda: cluster.store.db.now() > window.end + timedelta(seconds=STUCK_S),
-            30,
-        )
-        stuck = stuck_rows(cluster, timedelta(seconds=STUCK_S))
-        died = [n for n, p in cluster.nodes.items() if not p.alive]
+        stuck, died = stuck_and_died(cluster, window, STUCK_S)
         report = observe(
             f"reply-lost-{name}",
             db_backend,

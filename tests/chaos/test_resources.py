@@ -21,7 +21,7 @@ import pytest
 from easyjob.core.states import RunStatus
 from tests.chaos.expected import Window
 from tests.chaos.faults import Fault, FaultLog
-from tests.chaos.on_cluster import Settings, observe, record, settle, stuck_rows
+from tests.chaos.on_cluster import Settings, observe, record, settle, stuck_and_died
 from tests.cluster.harness import Cluster, wait_until
 from tests.rig.backends import SERVER_BACKENDS, only_backends
 from tests.rig.routing import NodeRoutes
@@ -94,13 +94,7 @@ def test_disk_full_under_sqlite(db_backend: str, tmp_path: Path) -> None:
             freed = cluster.store.db.now()
             window = Window(start, freed.replace(microsecond=0) + timedelta(seconds=3))
             settle(cluster, TICKS, window, timeout=60)
-            wait_until(
-                "the window to age past the stuck limit",
-                lambda: cluster.store.db.now() > window.end + timedelta(seconds=STUCK_S),
-                30,
-            )
-            stuck = stuck_rows(cluster, timedelta(seconds=STUCK_S))
-            died = [n for n, p in cluster.nodes.items() if not p.alive]
+            stuck, died = stuck_and_died(cluster, window, STUCK_S)
             after = {r.id for r in cluster.runs() if r.status == RunStatus.SUCCESS}
             report = observe(
                 "disk-full",
@@ -144,13 +138,7 @@ def test_slow_database(db_backend: str, db_url: str, tmp_path: Path) -> None:
         healed = cluster.store.db.now()
         window = Window(start, healed.replace(microsecond=0) + timedelta(seconds=3))
         settle(cluster, TICKS, window, timeout=60)
-        wait_until(
-            "the window to age past the stuck limit",
-            lambda: cluster.store.db.now() > window.end + timedelta(seconds=STUCK_S),
-            30,
-        )
-        stuck = stuck_rows(cluster, timedelta(seconds=STUCK_S))
-        died = [n for n, p in cluster.nodes.items() if not p.alive]
+        stuck, died = stuck_and_died(cluster, window, STUCK_S)
         report = observe(
             "slow-database",
             db_backend,
