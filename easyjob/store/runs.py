@@ -102,7 +102,7 @@ class RunStore:
                 sa.select(d.c.id, d.c.task_id, d.c.version, d.c.fire_time, d.c.due_time)
                 .join_from(d, t, t.c.id == d.c.task_id)
                 .where(
-                    status_is(d.c.status, str(RunStatus.PENDING)),
+                    d.c.status == str(RunStatus.PENDING),
                     d.c.due_time <= horizon,
                     t.c.status != str(TaskStatus.PAUSED),
                 )
