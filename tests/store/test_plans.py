@@ -52,8 +52,8 @@ def _plan(store: Store, statement: str, params: Any) -> str:
             conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
             rows = conn.exec_driver_sql("EXPLAIN " + statement, params)
             return "\n".join(str(row[0]) for row in rows)
-        rows = conn.exec_driver_sql("EXPLAIN " + statement, params).mappings()
-        return "\n".join(f"{r['table']} type={r['type']} key={r['key']}" for r in rows)
+        found = conn.exec_driver_sql("EXPLAIN " + statement, params).mappings()
+        return "\n".join(f"{r['table']} type={r['type']} key={r['key']}" for r in found)
 
     return store.db.read("explain", read)
 
