@@ -10,7 +10,12 @@ from datetime import timedelta
 
 from easyjob.errors import ConfigError
 
-__all__ = ["NodeConfig", "generate_node_id"]
+__all__ = ["CLAIM_MODES", "NodeConfig", "generate_node_id"]
+
+#: How a node claims runs: ``optimistic`` (read due runs, let the strategy choose, claim
+#: them with one version-checked UPDATE; every database) or ``skip_locked`` (one locking
+#: claim of the next due runs, first come first served; PostgreSQL, MySQL 8, MariaDB 10.6+).
+CLAIM_MODES = ("optimistic", "skip_locked")
 
 
 def generate_node_id() -> str:
@@ -30,6 +35,7 @@ class NodeConfig:
 
     node_id: str = field(default_factory=generate_node_id)
     strategy: str = "default"
+    claim_mode: str = "optimistic"
     weight: int = 1
     workers: int = 8
     heartbeat: float = 2.0
@@ -53,6 +59,16 @@ class NodeConfig:
                 raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
         if self.dead_after < 2:
             raise ConfigError(f"dead_after must be at least 2 heartbeats, got {self.dead_after!r}")
+        if self.claim_mode not in CLAIM_MODES:
+            raise ConfigError(
+                f"claim mode must be one of {', '.join(CLAIM_MODES)}, got {self.claim_mode!r}"
+            )
+        if self.claim_mode == "skip_locked" and self.strategy != "default":
+            raise ConfigError(
+                f"claim mode skip_locked hands runs out first come, first served and cannot "
+                f"follow strategy {self.strategy!r}: use strategy 'default' or claim mode "
+                "'optimistic'"
+            )
         from easyjob.core.strategies import load_strategy
 
         load_strategy(self.strategy)  # an unknown strategy fails here, before any database work

@@ -32,6 +32,10 @@ class Loader(Loop):
        offers more than that, each node starts at its own offset into the list, so that
        nodes racing for the same runs (``default``) mostly try different ones.
 
+       In the ``skip_locked`` claim mode, step 2 is one locking claim of the next due runs
+       (at most the free capacity and the batch), which skips rows other nodes are claiming:
+       no pending read, no strategy, no lost races; a full batch claims again at once.
+
     A node that is not fresh (its heartbeat may look dead to peers) claims nothing.
     """
 
@@ -73,8 +77,8 @@ class Loader(Loop):
         now = self._liveness.db_now()
         horizon = now + timedelta(seconds=self._config.lookahead_s)
         backlog = self._advance(now, horizon)
-        self._claim(now, horizon)
-        return 0.0 if backlog else None
+        more = self._claim(now, horizon)
+        return 0.0 if backlog or more else None
 
     def _advance(self, now: datetime, horizon: datetime) -> bool:
         live = [n.node_id for n in self._membership.nodes()]
@@ -110,10 +114,17 @@ class Loader(Loop):
                 return None
         return self._schedules[key]
 
-    def _claim(self, now: datetime, horizon: datetime) -> None:
+    def _claim(self, now: datetime, horizon: datetime) -> bool:
+        """Claim this poll's runs; True when there may be more to claim at once."""
         free = self._dispatcher.free()
         if free <= 0:
-            return
+            return False
+        if self._config.claim_mode == "skip_locked":
+            limit = min(free, self._config.batch)
+            won = self._store.runs.claim_next(self._config.node_id, horizon, limit, self._funcs)
+            self.offered += len(won)
+            self._dispatcher.submit(won)
+            return len(won) == limit
         held = self._dispatcher.held_ids()
         live = [n.node_id for n in self._membership.nodes()]
         # enough for every live node to take a slice of its own (see _spread)
@@ -121,13 +132,14 @@ class Loader(Loop):
         pending = self._store.runs.pending(horizon, limit, self._funcs)
         mine = [c for c in pending if c.id not in held]
         if not mine:
-            return
+            return False
         chosen = _spread(self._choose(mine, now), free, live, self._config.node_id)
         if chosen:
             won = self._store.runs.claim(self._config.node_id, chosen)
             self.offered += len(chosen)
             self.lost += len(chosen) - len(won)
             self._dispatcher.submit(won)
+        return False
 
     def _choose(self, candidates: list[Candidate], now: datetime) -> list[Candidate]:
         nodes = self._membership.nodes()

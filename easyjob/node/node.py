@@ -14,6 +14,7 @@ from easyjob.clock import Clock, SystemClock
 from easyjob.core.config import NodeConfig
 from easyjob.core.states import NodeStatus
 from easyjob.core.strategies import load_strategy
+from easyjob.errors import ConfigError
 from easyjob.logs import ContextLogger
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Heartbeater, Membership
@@ -64,6 +65,12 @@ class Node:
 
     def start(self) -> None:
         """Register this node and its tasks, then start its threads."""
+        if self.config.claim_mode == "skip_locked" and not self.store.db.skip_locked:
+            raise ConfigError(
+                f"claim mode skip_locked needs SELECT ... FOR UPDATE SKIP LOCKED, which "
+                f"{self.store.db.server} does not have (PostgreSQL, MySQL 8.0.1+ and "
+                "MariaDB 10.6+ do): use claim mode 'optimistic'"
+            )
         specs = self.registry.resolved()
         funcs = frozenset(spec.func for spec in specs)
         runner = Runner(
@@ -112,10 +119,11 @@ class Node:
         self._threads_started = True
         self._started_at = self.clock.monotonic()
         self.log.info(
-            "node %s started: %d task(s), strategy %s, %d worker(s), database %s",
+            "node %s started: %d task(s), strategy %s, %s claims, %d worker(s), database %s",
             self.config.node_id,
             len(specs),
             self.config.strategy,
+            self.config.claim_mode,
             self.config.workers,
             self.store.db.url,
         )

@@ -20,10 +20,18 @@ from easyjob.store.gate import WriteGate
 from easyjob.store.retry import RetryPolicy, first_line
 from easyjob.store.schema import SCHEMA_VERSION, meta_table, metadata
 
-__all__ = ["Database", "at_versions", "per_id", "status_is"]
+__all__ = ["PRIMARY_KEY_HINT", "Database", "at_versions", "per_id", "status_is"]
 
 T = TypeVar("T")
 log = logging.getLogger("easyjob.store")
+
+
+#: MySQL/MariaDB statements that lock rows by a list of ids go through the primary key. On a
+#: small table MariaDB may read ``id IN (...)`` from a covering secondary index instead and
+#: lock every entry it passes (READ COMMITTED does not release secondary-index locks): a
+#: batch of two runs then locked the whole table, and every other node's claim waited for it,
+#: or under SKIP LOCKED found nothing to claim.
+PRIMARY_KEY_HINT = "FORCE INDEX (PRIMARY)"
 
 
 def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElement[bool]:
@@ -122,6 +130,26 @@ class Database:
         return db
 
     @property
+    def skip_locked(self) -> bool:
+        """Whether this database has ``SELECT ... FOR UPDATE SKIP LOCKED``: PostgreSQL,
+        MySQL 8.0.1+ and MariaDB 10.6+; not SQLite, which locks the whole database."""
+        dialect = self.engine.dialect
+        version = tuple(dialect.server_version_info or ())
+        if self.dialect == "postgresql":
+            return version >= (9, 5)
+        if self.dialect == "mysql":
+            return version >= ((10, 6) if getattr(dialect, "is_mariadb", False) else (8, 0, 1))
+        return False
+
+    @property
+    def server(self) -> str:
+        """The database product and version, e.g. ``mariadb 10.11.6``, for messages."""
+        dialect = self.engine.dialect
+        name = "mariadb" if getattr(dialect, "is_mariadb", False) else self.dialect
+        version = ".".join(str(part) for part in dialect.server_version_info or ())
+        return f"{name} {version}".strip()
+
+    @property
     def url(self) -> str:
         return safe_url(self.engine.url)
 
@@ -199,10 +227,12 @@ class Database:
             return [row[0] for row in conn.execute(stmt.returning(table.c.id))]
         where = stmt.whereclause if stmt.whereclause is not None else sa.true()
         locked = sa.select(table.c.id).where(where).order_by(table.c.id)
+        locked = locked.with_hint(table, PRIMARY_KEY_HINT, "mysql")
         ids = list(conn.scalars(locked.with_for_update()))
         if not ids:
             return []
-        changed = conn.execute(stmt.where(table.c.id.in_(ids))).rowcount
+        update = stmt.where(table.c.id.in_(ids)).with_hint(PRIMARY_KEY_HINT, dialect_name="mysql")
+        changed = conn.execute(update).rowcount
         if changed == len(ids):
             return ids
         bumped = {i: expected[i] + 1 for i in ids}

@@ -1,0 +1,176 @@
+"""The ``skip_locked`` claim mode on PostgreSQL and MariaDB: one locking claim of the next due
+runs, which steps over rows another transaction holds instead of waiting for them or losing
+races over them. SQLite has no row locks and refuses the mode by name."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from easyjob.core.config import NodeConfig
+from easyjob.core.states import RunStatus, TaskStatus
+from easyjob.errors import ConfigError
+from easyjob.node.node import Node
+from easyjob.registry import Registry
+from easyjob.store import Store
+from easyjob.store.database import PRIMARY_KEY_HINT
+from easyjob.store.schema import task_detail_table as d
+from easyjob.store.schema import task_table as t
+from tests.conftest import FAST_RETRY
+from tests.store.conftest import make_pending
+
+FUNCS = ["tests.jobs:noop"]
+
+
+@pytest.fixture
+def locking(store: Store) -> Store:
+    if not store.db.skip_locked:
+        pytest.skip(f"{store.db.server} has no SKIP LOCKED (tested below: the mode is refused)")
+    return store
+
+
+def _later(store: Store) -> datetime:
+    return store.db.now() + timedelta(days=1)
+
+
+def _rows(store: Store, ids: list[int]) -> dict[int, tuple[str, str | None, int]]:
+    def read(conn: sa.Connection) -> dict[int, tuple[str, str | None, int]]:
+        query = sa.select(d.c.id, d.c.status, d.c.node_id, d.c.version).where(d.c.id.in_(ids))
+        return {row.id: (row.status, row.node_id, row.version) for row in conn.execute(query)}
+
+    return store.db.read("test", read)
+
+
+@contextmanager
+def _held(store: Store, query: sa.Select[tuple[int]]) -> Iterator[list[int]]:
+    """Another transaction holding *query*'s rows locked until the block ends (through the
+    primary key on MariaDB, as the store's own locking statements do: see PRIMARY_KEY_HINT)."""
+    with store.db.engine.connect() as conn, conn.begin():
+        yield list(conn.scalars(query.with_for_update()))
+
+
+def _in_thread(fn: object, timeout: float = 20.0) -> object:
+    """Call *fn* in a thread; fail (instead of hanging) if it waits on a lock."""
+    result: list[object] = []
+    thread = threading.Thread(target=lambda: result.append(fn()), daemon=True)  # type: ignore[operator]
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), "the claim waited for a locked row"
+    return result[0]
+
+
+def test_claims_the_earliest_due_runs_up_to_the_limit(locking: Store) -> None:
+    ids = make_pending(locking, fires=5)
+    won = locking.runs.claim_next("node-a", _later(locking), 3, FUNCS)
+    assert [r.id for r in won] == ids[:3]
+    assert all(r.status == RunStatus.CLAIMED and r.node_id == "node-a" for r in won)
+    assert [(r.task_name, r.version) for r in won] == [("job", 1)] * 3
+    rows = _rows(locking, ids)
+    assert [rows[i] for i in ids] == [("CLAIMED", "node-a", 1)] * 3 + [("PENDING", None, 0)] * 2
+    assert [r.id for r in locking.runs.claim_next("node-b", _later(locking), 10, FUNCS)] == ids[3:]
+    assert locking.runs.claim_next("node-b", _later(locking), 10, FUNCS) == []
+
+
+def test_only_runs_due_by_the_horizon_of_claimable_tasks(locking: Store) -> None:
+    ids = make_pending(locking, "job", fires=3)
+    paused = make_pending(locking, "paused", fires=2)
+    other = make_pending(locking, "other", fires=1)
+    locking.tasks.set_status("paused", TaskStatus.PAUSED)
+
+    def retarget(conn: sa.Connection) -> None:
+        conn.execute(t.update().where(t.c.name == "other").values(func="tests.jobs:elsewhere"))
+
+    locking.db.write("test", retarget)
+    first_due = _rows_due(locking, ids[0])
+    won = locking.runs.claim_next("node-a", first_due, 10, FUNCS)
+    assert [r.id for r in won] == ids[:1]
+    won = locking.runs.claim_next("node-a", _later(locking), 10, FUNCS)
+    assert [r.id for r in won] == ids[1:]
+    assert {i: s for i, (s, _, _) in _rows(locking, paused + other).items()} == {
+        i: "PENDING" for i in paused + other
+    }
+    # without a function filter, the other function's run is claimable; the paused ones never
+    assert [r.id for r in locking.runs.claim_next("node-a", _later(locking), 10)] == other
+
+
+def _rows_due(store: Store, run_id: int) -> datetime:
+    def read(conn: sa.Connection) -> datetime:
+        due: datetime = conn.scalar(sa.select(d.c.due_time).where(d.c.id == run_id))
+        return due
+
+    return store.db.read("test", read)
+
+
+def test_steps_over_runs_another_transaction_holds_without_waiting(locking: Store) -> None:
+    ids = make_pending(locking, fires=6)
+    runs = sa.select(d.c.id).where(d.c.id.in_(ids[:4])).with_hint(d, PRIMARY_KEY_HINT, "mysql")
+    with _held(locking, runs) as locked:
+        assert locked == ids[:4]
+        won = _in_thread(lambda: locking.runs.claim_next("node-a", _later(locking), 10, FUNCS))
+        assert [r.id for r in won] == ids[4:]  # type: ignore[attr-defined]
+    assert [r.id for r in locking.runs.claim_next("node-b", _later(locking), 10, FUNCS)] == ids[:4]
+
+
+def test_a_locked_task_row_does_not_hide_its_runs(locking: Store) -> None:
+    """Only run rows are locked: a peer advancing the task (its row locked by that UPDATE)
+    neither blocks the claim nor hides the task's runs from it (MariaDB would lock the rows
+    of every table a locking join reads)."""
+    ids = make_pending(locking, fires=3)
+    with _held(locking, sa.select(t.c.id).where(t.c.name == "job")):
+        won = _in_thread(lambda: locking.runs.claim_next("node-a", _later(locking), 10, FUNCS))
+        assert [r.id for r in won] == ids  # type: ignore[attr-defined]
+
+
+def _claim_all(url: str, node: str, start: object, out: object) -> None:
+    store = Store.open(url, retry=FAST_RETRY)
+    start.wait()  # type: ignore[attr-defined]
+    horizon = store.db.now() + timedelta(days=1)
+    won: list[int] = []
+    while batch := store.runs.claim_next(node, horizon, 7, FUNCS):
+        won += [run.id for run in batch]
+    out.put((node, won))  # type: ignore[attr-defined]
+    store.close()
+
+
+def test_processes_claiming_together_share_every_run_exactly_once(
+    locking: Store, db_url: str
+) -> None:
+    ids = [run for i in range(4) for run in make_pending(locking, f"job-{i}", fires=50)]
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=_claim_all, args=(db_url, f"proc-{i}", start, out)) for i in range(3)
+    ]
+    for proc in procs:
+        proc.start()
+    start.set()
+    results = dict(out.get(timeout=120) for _ in procs)
+    for proc in procs:
+        proc.join(timeout=30)
+        assert proc.exitcode == 0
+    won = [run for runs in results.values() for run in runs]
+    assert sorted(won) == sorted(ids), "a run claimed twice or not at all"
+    rows = _rows(locking, ids)
+    for node, runs in results.items():
+        assert all(rows[run] == ("CLAIMED", node, 1) for run in runs)
+
+
+def test_the_mode_is_refused_by_name_where_the_database_lacks_it(store: Store) -> None:
+    if store.db.skip_locked:
+        pytest.skip(f"{store.db.server} has SKIP LOCKED")
+    node = Node(store, NodeConfig(claim_mode="skip_locked"), registry=Registry())
+    with pytest.raises(ConfigError, match=r"claim mode skip_locked .*sqlite"):
+        node.start()
+
+
+def test_the_mode_and_a_strategy_that_picks_runs_are_refused_together() -> None:
+    with pytest.raises(ConfigError, match="cannot follow strategy 'id_hash'"):
+        NodeConfig(claim_mode="skip_locked", strategy="id_hash")
+    with pytest.raises(ConfigError, match="claim mode must be one of optimistic, skip_locked"):
+        NodeConfig(claim_mode="pessimistic")
