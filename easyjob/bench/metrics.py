@@ -41,6 +41,10 @@ class TrialFigures:
     cpu_s_per_node: dict[str, float]
     round_trips_per_node_s: float = 0.0
     idle_tasks: int = 0
+    claim_mode: str = "optimistic"
+    #: the window measured: fires scheduled from start to end (database time, ISO 8601)
+    window_start: str = ""
+    window_end: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +68,7 @@ def measure(
     end: datetime,
     node_stats: Sequence[dict[str, Any]],
     idle_tasks: int = 0,
+    claim_mode: str = "optimistic",
 ) -> TrialFigures:
     """Figures for fires scheduled in [start, end]: every task fires on *cron*."""
     fires = CronSchedule.parse(cron).fires_between(start, end, limit=10_000_000)
@@ -113,4 +118,7 @@ def measure(
         cpu_s_per_node={s["node_id"]: s.get("cpu_s", 0.0) for s in node_stats},
         round_trips_per_node_s=round((statements + commits) / node_seconds, 1),
         idle_tasks=idle_tasks,
+        claim_mode=claim_mode,
+        window_start=start.isoformat(),
+        window_end=end.isoformat(),
     )

@@ -33,6 +33,8 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
             f"database claim-pattern limit here: {probe:,.0f} rows/s; "
             f"easyjob's best {best:,.0f} runs/s is {share:.0%} of it"
         )
+    modes = sorted({f.claim_mode for f in trials})
+    lines.append(f"claim mode: {', '.join(modes)}")
     if any(f.idle_tasks for f in trials):
         lines.append(
             f"plus {trials[0].idle_tasks:,} registered tasks that never fire in the window"

@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     config = NodeConfig(
         node_id=args.node_id or generate_node_id(),
         strategy=args.strategy,
+        claim_mode=args.claim_mode,
         weight=args.weight,
         workers=args.workers,
         heartbeat=args.heartbeat,
@@ -195,10 +196,12 @@ def bench(args: argparse.Namespace) -> int:
     from easyjob.bench.probe import probe_claim_rate
     from easyjob.bench.report import render
     from easyjob.bench.trial import TrialConfig, run_trial
-    from easyjob.store.engine import normalize_url
+    from easyjob.core.config import NodeConfig
 
     def progress(text: str) -> None:
         sys.stderr.write(f"bench: {text}\n")
+
+    NodeConfig(strategy=args.strategy, claim_mode=args.claim_mode)  # bad input fails here
 
     workdir = Path(args.workdir)
     config = TrialConfig(
@@ -211,6 +214,7 @@ def bench(args: argparse.Namespace) -> int:
         poll=args.poll,
         heartbeat=args.heartbeat,
         strategy=args.strategy,
+        claim_mode=args.claim_mode,
         idle_tasks=args.idle_tasks,
     )
     trials = []
@@ -230,7 +234,7 @@ def bench(args: argparse.Namespace) -> int:
     if args.probe:
         progress(f"probing the database's claim-pattern rate with {args.nodes} processes")
         probe = probe_claim_rate(args.db, processes=args.nodes, seconds=min(10.0, args.duration))
-    backend = normalize_url(args.db).get_backend_name()
+    backend = _server(args.db)
     document = {
         "backend": backend,
         "trials": [f.as_dict() for f in trials],
@@ -246,6 +250,15 @@ def bench(args: argparse.Namespace) -> int:
         ]
         document["saturation_tasks"] = max(good, default=None)
     return _show(args, document, lambda: render(trials, probe, backend))
+
+
+def _server(url: str) -> str:
+    """The database product and version behind *url* (``mariadb 10.11.6``), for reports."""
+    store = Store.open(url)
+    try:
+        return store.db.server
+    finally:
+        store.close()
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -186,6 +186,13 @@ def _bench_options(bench: argparse.ArgumentParser) -> None:
         ("--workdir", "BENCH_WORKDIR", "easyjob-bench", None, "node logs and counters go here"),
         ("--strategy", "BENCH_STRATEGY", "default", None, "the nodes' claim strategy"),
         (
+            "--claim-mode",
+            "BENCH_CLAIM_MODE",
+            "optimistic",
+            None,
+            "the nodes' claim mode: optimistic or skip_locked",
+        ),
+        (
             "--idle-tasks",
             "BENCH_IDLE_TASKS",
             "0",
@@ -224,6 +231,14 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         env="STRATEGY",
         default="default",
         help="default, id_hash, least_count, weight or pkg.module:Class",
+    )
+    option(
+        run,
+        "--claim-mode",
+        metavar="MODE",
+        env="CLAIM_MODE",
+        default="optimistic",
+        help="optimistic (any database) or skip_locked (PostgreSQL, strategy default only)",
     )
     option(
         run,

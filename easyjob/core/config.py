@@ -14,7 +14,7 @@ __all__ = ["CLAIM_MODES", "NodeConfig", "generate_node_id"]
 
 #: How a node claims runs: ``optimistic`` (read due runs, let the strategy choose, claim
 #: them with one version-checked UPDATE; every database) or ``skip_locked`` (one locking
-#: claim of the next due runs, first come first served; PostgreSQL, MySQL 8, MariaDB 10.6+).
+#: claim of the next due runs, first come first served; PostgreSQL only).
 CLAIM_MODES = ("optimistic", "skip_locked")
 
 

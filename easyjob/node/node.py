@@ -14,7 +14,6 @@ from easyjob.clock import Clock, SystemClock
 from easyjob.core.config import NodeConfig
 from easyjob.core.states import NodeStatus
 from easyjob.core.strategies import load_strategy
-from easyjob.errors import ConfigError
 from easyjob.logs import ContextLogger
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Heartbeater, Membership
@@ -65,12 +64,8 @@ class Node:
 
     def start(self) -> None:
         """Register this node and its tasks, then start its threads."""
-        if self.config.claim_mode == "skip_locked" and not self.store.db.skip_locked:
-            raise ConfigError(
-                f"claim mode skip_locked needs SELECT ... FOR UPDATE SKIP LOCKED, which "
-                f"{self.store.db.server} does not have (PostgreSQL, MySQL 8.0.1+ and "
-                "MariaDB 10.6+ do): use claim mode 'optimistic'"
-            )
+        if self.config.claim_mode == "skip_locked":
+            self.store.db.require_skip_locked()
         specs = self.registry.resolved()
         funcs = frozenset(spec.func for spec in specs)
         runner = Runner(

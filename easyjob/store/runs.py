@@ -25,7 +25,7 @@ from easyjob.core.states import (
     TaskStatus,
     Trigger,
 )
-from easyjob.store.database import PRIMARY_KEY_HINT, Database, at_versions, per_id, status_is
+from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.schema import node_table, task_detail_table, task_table
 
@@ -153,15 +153,14 @@ class RunStore:
     ) -> list[Run]:
         """Claim for *node_id* at most *limit* PENDING runs due by *horizon*, earliest first,
         of tasks not PAUSED (and whose function is in *funcs* when given), skipping rows
-        another transaction holds locked: the ``skip_locked`` claim mode (PostgreSQL,
-        MySQL 8, MariaDB 10.6+; see :meth:`Database.skip_locked`).
+        another transaction holds locked: the ``skip_locked`` claim mode, PostgreSQL only
+        (see :attr:`Database.skip_locked`).
 
-        Nodes claiming at the same moment lock different rows instead of racing for the same
-        ones, so there are no lost claims and no pending read. PostgreSQL claims in one
-        UPDATE over a ``SELECT ... FOR UPDATE SKIP LOCKED`` (then reads the runs);
-        MySQL/MariaDB, which cannot LIMIT an IN subquery nor UPDATE ... RETURNING, lock the
-        rows with that SELECT and update them by id in the same transaction. Every row
-        locked is this transaction's alone until it commits, so every row updated was won.
+        One UPDATE over a ``SELECT ... ORDER BY due_time, id LIMIT n FOR UPDATE SKIP LOCKED``
+        (PostgreSQL locks only the rows that select returns), then one read of the runs won.
+        Nodes claiming at the same moment lock different rows instead of waiting for each
+        other's or losing races over them. Every row locked is this transaction's alone until
+        it commits, so every row updated was won.
 
         If the COMMIT's reply is lost, the runs won are not known here: they stay CLAIMED by
         this node, and its recovery sweep takes them back as orphans (like any run the
@@ -183,24 +182,23 @@ class RunStore:
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
-        values = {
-            "status": str(RunStatus.CLAIMED),
-            "node_id": node_id,
-            "version": d.c.version + 1,
-            "claim_time": db_now(),
-        }
+        claim = (
+            d.update()
+            .where(d.c.id.in_(due.scalar_subquery()))
+            .values(
+                status=str(RunStatus.CLAIMED),
+                node_id=node_id,
+                version=d.c.version + 1,
+                claim_time=db_now(),
+            )
+            .returning(d.c.id)
+        )
 
         def write(conn: sa.Connection) -> list[Run]:
-            if self._db.update_returning:
-                stmt = d.update().where(d.c.id.in_(due.scalar_subquery())).values(**values)
-                won = [row[0] for row in conn.execute(stmt.returning(d.c.id))]
-            else:
-                won = list(conn.scalars(due))
-                if won:
-                    update = d.update().where(d.c.id.in_(won)).values(**values)
-                    conn.execute(update.with_hint(PRIMARY_KEY_HINT, dialect_name="mysql"))
+            won = [row[0] for row in conn.execute(claim)]
             return self._runs(conn, won) if won else []
 
+        self._db.require_skip_locked()
         return self._db.write("claim_next_runs", write)
 
     @staticmethod

@@ -121,6 +121,56 @@ def test_unknown_strategy(
     assert _tasks(store) == before and _nodes(store) == 0
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--claim-mode", "pessimistic"],
+            "claim mode must be one of optimistic, skip_locked, got 'pessimistic'",
+        ),
+        (
+            ["--claim-mode", "skip_locked", "--strategy", "id_hash"],
+            "claim mode skip_locked hands runs out first come, first served and cannot follow "
+            "strategy 'id_hash': use strategy 'default' or claim mode 'optimistic'",
+        ),
+    ],
+    ids=["unknown", "with a strategy that picks"],
+)
+def test_bad_claim_mode(
+    existing: tuple[Store, list[dict[str, object]]],
+    db_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    message: str,
+) -> None:
+    store, before = existing
+    path = tmp_path / f"good_jobs_claims_{next(_names)}.py"
+    path.write_text(GOOD)
+    assert main(["run", str(path), "--db", db_url, *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert _tasks(store) == before and _nodes(store) == 0
+
+
+def test_skip_locked_off_postgresql(
+    existing: tuple[Store, list[dict[str, object]]],
+    db_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store, before = existing
+    if store.db.skip_locked:
+        pytest.skip(f"offered on {store.db.server}")
+    path = tmp_path / "good_jobs_skip_locked.py"
+    path.write_text(GOOD)
+    assert main(["run", str(path), "--db", db_url, "--claim-mode", "skip_locked"]) == 2
+    err = capsys.readouterr().err
+    name = store.db.server.split()[0]
+    assert f"claim mode skip_locked is offered on PostgreSQL only, not on {name} " in err
+    assert "use claim mode 'optimistic'" in err
+    assert _tasks(store) == before and _nodes(store) == 0
+
+
 def test_a_live_node_id_in_use(
     existing: tuple[Store, list[dict[str, object]]],
     db_url: str,

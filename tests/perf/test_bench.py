@@ -64,3 +64,59 @@ def test_bench_refuses_a_database_with_other_tasks(
     store.close()
     assert main(["bench", "--db", url, "--workdir", str(tmp_path / "w"), "--no-probe"]) == 2
     assert "holds 1 task(s) that are not benchmark tasks" in capsys.readouterr().err
+
+
+def _bench(url: str, workdir: Path, *extra: str) -> list[str]:
+    return [
+        "bench",
+        "--db",
+        url,
+        "--nodes",
+        "2",
+        "--tasks",
+        "5",
+        "--duration",
+        "4",
+        "--no-probe",
+        "--json",
+        "--workdir",
+        str(workdir),
+        *extra,
+    ]
+
+
+@pytest.mark.cluster
+def test_bench_with_skip_locked_claims_and_an_idle_catalogue(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from easyjob.store import Store
+
+    store = Store.open(db_url, create=True)
+    try:
+        if not store.db.skip_locked:
+            argv = _bench(db_url, tmp_path / "w", "--claim-mode", "skip_locked")
+            assert main(argv) == 2
+            assert "claim mode skip_locked is offered on PostgreSQL only" in (
+                capsys.readouterr().err
+            )
+            return
+        argv = _bench(db_url, tmp_path / "w", "--claim-mode", "skip_locked", "--idle-tasks", "300")
+        assert main(argv) == 0
+        doc = json.loads(capsys.readouterr().out)
+        (trial,) = doc["trials"]
+        assert (trial["expected"], trial["runs"], trial["missed"], trial["duplicates"]) == (
+            20,
+            20,
+            0,
+            0,
+        )
+        assert (trial["claim_mode"], trial["claims_lost"], trial["idle_tasks"]) == (
+            "skip_locked",
+            0,
+            300,
+        )
+        assert trial["window_start"] < trial["window_end"]
+        assert doc["backend"].startswith("postgresql ")
+        assert len(store.tasks.all()) == 305  # the catalogue, registered once by the bench
+    finally:
+        store.close()

@@ -1,6 +1,6 @@
-"""The ``skip_locked`` claim mode on PostgreSQL and MariaDB: one locking claim of the next due
-runs, which steps over rows another transaction holds instead of waiting for them or losing
-races over them. SQLite has no row locks and refuses the mode by name."""
+"""The ``skip_locked`` claim mode on PostgreSQL: one locking claim of the next due runs, which
+steps over rows another transaction holds instead of waiting for them or losing races over
+them. SQLite and MariaDB refuse the mode by name (see Database.skip_locked for why)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from easyjob.errors import ConfigError
 from easyjob.node.node import Node
 from easyjob.registry import Registry
 from easyjob.store import Store
-from easyjob.store.database import PRIMARY_KEY_HINT
 from easyjob.store.schema import task_detail_table as d
 from easyjob.store.schema import task_table as t
 from tests.conftest import FAST_RETRY
@@ -31,7 +30,7 @@ FUNCS = ["tests.jobs:noop"]
 @pytest.fixture
 def locking(store: Store) -> Store:
     if not store.db.skip_locked:
-        pytest.skip(f"{store.db.server} has no SKIP LOCKED (tested below: the mode is refused)")
+        pytest.skip(f"not offered on {store.db.server} (tested below: the mode is refused)")
     return store
 
 
@@ -49,8 +48,7 @@ def _rows(store: Store, ids: list[int]) -> dict[int, tuple[str, str | None, int]
 
 @contextmanager
 def _held(store: Store, query: sa.Select[tuple[int]]) -> Iterator[list[int]]:
-    """Another transaction holding *query*'s rows locked until the block ends (through the
-    primary key on MariaDB, as the store's own locking statements do: see PRIMARY_KEY_HINT)."""
+    """Another transaction holding *query*'s rows locked until the block ends."""
     with store.db.engine.connect() as conn, conn.begin():
         yield list(conn.scalars(query.with_for_update()))
 
@@ -109,8 +107,7 @@ def _rows_due(store: Store, run_id: int) -> datetime:
 
 def test_steps_over_runs_another_transaction_holds_without_waiting(locking: Store) -> None:
     ids = make_pending(locking, fires=6)
-    runs = sa.select(d.c.id).where(d.c.id.in_(ids[:4])).with_hint(d, PRIMARY_KEY_HINT, "mysql")
-    with _held(locking, runs) as locked:
+    with _held(locking, sa.select(d.c.id).where(d.c.id.in_(ids[:4]))) as locked:
         assert locked == ids[:4]
         won = _in_thread(lambda: locking.runs.claim_next("node-a", _later(locking), 10, FUNCS))
         assert [r.id for r in won] == ids[4:]  # type: ignore[attr-defined]
@@ -119,8 +116,7 @@ def test_steps_over_runs_another_transaction_holds_without_waiting(locking: Stor
 
 def test_a_locked_task_row_does_not_hide_its_runs(locking: Store) -> None:
     """Only run rows are locked: a peer advancing the task (its row locked by that UPDATE)
-    neither blocks the claim nor hides the task's runs from it (MariaDB would lock the rows
-    of every table a locking join reads)."""
+    neither blocks the claim nor hides the task's runs from it."""
     ids = make_pending(locking, fires=3)
     with _held(locking, sa.select(t.c.id).where(t.c.name == "job")):
         won = _in_thread(lambda: locking.runs.claim_next("node-a", _later(locking), 10, FUNCS))
@@ -161,12 +157,15 @@ def test_processes_claiming_together_share_every_run_exactly_once(
         assert all(rows[run] == ("CLAIMED", node, 1) for run in runs)
 
 
-def test_the_mode_is_refused_by_name_where_the_database_lacks_it(store: Store) -> None:
+def test_the_mode_is_refused_by_name_off_postgresql(store: Store) -> None:
     if store.db.skip_locked:
-        pytest.skip(f"{store.db.server} has SKIP LOCKED")
+        pytest.skip(f"offered on {store.db.server}")
     node = Node(store, NodeConfig(claim_mode="skip_locked"), registry=Registry())
-    with pytest.raises(ConfigError, match=r"claim mode skip_locked .*sqlite"):
+    name = store.db.server.split()[0]
+    with pytest.raises(ConfigError, match=f"offered on PostgreSQL only, not on {name} "):
         node.start()
+    with pytest.raises(ConfigError, match="offered on PostgreSQL only"):
+        store.runs.claim_next("node-a", _later(store), 10, FUNCS)
 
 
 def test_the_mode_and_a_strategy_that_picks_runs_are_refused_together() -> None:

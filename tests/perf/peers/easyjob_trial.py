@@ -10,11 +10,9 @@ for a peer (its schedules were stored beforehand); for easyjob once every node i
 tasks registered (nodes register their tasks at start) and no fire is overdue by more than 2 s
 (the trial waits for its start-up backlog to clear, up to 300 s).
 
-``run_trial`` does not say when its window starts in wall-clock time, so the window CPU is
-sampled from ``/proc`` at the bounds the trial computes: its first report of runs "in the
-window" comes right after it reads the database clock (``begin``), and the window starts at
-``floor(begin + warmup)`` (the database runs on this machine, on the same clock). Should that
-report change its words, the window CPU is missing from the report (the smoke test checks it).
+``run_trial`` tells its window through ``on_window`` (fire seconds, database time) before
+the window begins; the nodes' and the database server's CPU is sampled from ``/proc`` at
+those bounds (the database runs on this machine, on the same clock).
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -40,8 +39,6 @@ __all__ = ["SETTLE_S", "figures_report", "run_easyjob", "workers_for"]
 #: Seconds ``run_trial`` waits past the window's last fire second before it stops the nodes.
 SETTLE_S = 3.0
 NOTE_EVERY_S = 5.0
-#: Words of ``run_trial``'s progress reports once its window is set (``_follow``).
-WINDOW_REPORT = "in the window"
 
 
 def workers_for(schedules: int) -> int:
@@ -56,23 +53,22 @@ def _say(message: str) -> None:
 class _WindowCpu:
     """Samples the nodes' and the database server's CPU at the trial's window bounds."""
 
-    def __init__(self, run_dir: Path, warmup: float, seconds: int, server_pid: int | None):
+    def __init__(self, run_dir: Path, server_pid: int | None):
         self._marker = str(run_dir)
-        self._warmup = warmup
-        self._seconds = seconds
         self._server_pid = server_pid
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_note = 0.0
         self.figures: dict[str, Any] = {}
 
+    def window(self, first: datetime, last: datetime) -> None:
+        """The trial's window: fires from *first* to *last* (whole seconds) are measured."""
+        bounds = (first.timestamp(), last.timestamp() + 1)
+        self._thread = threading.Thread(target=self._sample, args=bounds, daemon=True)
+        self._thread.start()
+
     def progress(self, text: str) -> None:
         now = time.time()
-        if self._thread is None and WINDOW_REPORT in text:  # `begin` was just read
-            start = math.floor(now + self._warmup)
-            bounds = (start, start + self._seconds)
-            self._thread = threading.Thread(target=self._sample, args=bounds, daemon=True)
-            self._thread.start()
         if now >= self._next_note:
             self._next_note = now + NOTE_EVERY_S
             _say(text)
@@ -188,9 +184,9 @@ def run_easyjob(
         "workdir": str(run_dir),
     }
     _say(f"{nodes} nodes on {backend} with {schedules} tasks ({config.workers} workers each)")
-    sampler = _WindowCpu(run_dir, warmup, seconds, server_pid)
+    sampler = _WindowCpu(run_dir, server_pid)
     try:
-        figures = run_trial(config, run_dir, sampler.progress)
+        figures = run_trial(config, run_dir, sampler.progress, on_window=sampler.window)
     except Exception as exc:  # reported as easyjob's error row, like a peer's
         sampler.close()
         return failed(base, f"{type(exc).__name__}: {exc}\n{_node_logs(run_dir)}".strip())
