@@ -152,6 +152,7 @@ def run_easyjob(
     nodes: int = 4,
     workers: int | None = None,
     strategy: str = "default",
+    claim_mode: str = "optimistic",
     workdir: Path,
     server_pid: int | None = None,
 ) -> dict[str, Any]:
@@ -165,6 +166,7 @@ def run_easyjob(
         warmup=warmup,
         workers=workers or workers_for(schedules),
         strategy=strategy,
+        claim_mode=claim_mode,
     )
     run_dir = Path(tempfile.mkdtemp(prefix="easyjob-", dir=workdir))
     base: dict[str, Any] = {
@@ -179,6 +181,7 @@ def run_easyjob(
             "poll": config.poll,
             "heartbeat": config.heartbeat,
             "strategy": strategy,
+            "claim_mode": claim_mode,
         },
         "versions": _versions(),
         "workdir": str(run_dir),

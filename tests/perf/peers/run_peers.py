@@ -424,6 +424,7 @@ class EasyjobSide:
     #: Worker threads per node; ``None``: ``easyjob_trial.workers_for(schedules)``.
     workers: int | None = None
     strategy: str = "default"
+    claim_mode: str = "optimistic"
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -494,6 +495,7 @@ def run(
                             nodes=easyjob.nodes,
                             workers=easyjob.workers,
                             strategy=easyjob.strategy,
+                            claim_mode=easyjob.claim_mode,
                             workdir=workdir,
                             server_pid=dbs.server_pid(),
                         )
@@ -582,6 +584,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="worker threads per node (default max(64, M // 2))",
     )
     parser.add_argument("--easyjob-strategy", default="default", help="default: default")
+    parser.add_argument(
+        "--easyjob-claim-mode",
+        default="optimistic",
+        choices=["optimistic", "skip_locked"],
+        help="default: optimistic (skip_locked: PostgreSQL only)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep ledgers and worker logs")
     parser.add_argument("--json", action="store_true", help="JSON on stdout, table on stderr")
     args = parser.parse_args(argv)
@@ -592,7 +600,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _interrupt)  # clean up servers and workers
     try:
-        side = EasyjobSide(args.easyjob_nodes, args.easyjob_workers, args.easyjob_strategy)
+        side = EasyjobSide(
+            args.easyjob_nodes, args.easyjob_workers, args.easyjob_strategy, args.easyjob_claim_mode
+        )
         results = run(
             backend=args.db_backend,
             db=args.db,
