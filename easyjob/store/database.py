@@ -143,7 +143,7 @@ class Database:
         return self.dialect == "postgresql"
 
     def require_skip_locked(self) -> None:
-        """Raise ConfigError naming this database unless it has SKIP LOCKED."""
+        """Raise ConfigError naming this database unless the skip_locked mode is offered."""
         if not self.skip_locked:
             raise ConfigError(
                 f"claim mode skip_locked is offered on PostgreSQL only, not on {self.server} "
