@@ -173,3 +173,38 @@ def test_the_mode_and_a_strategy_that_picks_runs_are_refused_together() -> None:
         NodeConfig(claim_mode="skip_locked", strategy="id_hash")
     with pytest.raises(ConfigError, match="claim mode must be one of optimistic, skip_locked"):
         NodeConfig(claim_mode="pessimistic")
+
+
+def test_optimistic_and_skip_locked_claims_share_runs_exactly_once(locking: Store) -> None:
+    """Nodes of both modes in one cluster (a rolling switch): each run goes to one of them."""
+    ids = [run for i in range(3) for run in make_pending(locking, f"job-{i}", fires=60)]
+    horizon = _later(locking)
+    start = threading.Barrier(4)
+    won: dict[str, list[int]] = {}
+
+    def optimistic(node: str) -> None:
+        start.wait()
+        got: list[int] = []
+        while candidates := locking.runs.pending(horizon, 9, FUNCS):
+            got += [run.id for run in locking.runs.claim(node, candidates)]
+        won[node] = got
+
+    def skipping(node: str) -> None:
+        start.wait()
+        got: list[int] = []
+        while batch := locking.runs.claim_next(node, horizon, 9, FUNCS):
+            got += [run.id for run in batch]
+        won[node] = got
+
+    threads = [
+        threading.Thread(target=fn, args=(f"{fn.__name__}-{i}",))
+        for i, fn in enumerate([optimistic, optimistic, skipping, skipping])
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    claimed = [run for runs in won.values() for run in runs]
+    assert sorted(claimed) == sorted(ids), "a run claimed twice or not at all"
+    rows = _rows(locking, ids)
+    assert all(rows[run][1] == node for node, runs in won.items() for run in runs)
