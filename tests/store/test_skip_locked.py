@@ -35,7 +35,8 @@ def locking(store: Store) -> Store:
 
 
 def _later(store: Store) -> datetime:
-    return store.db.now() + timedelta(days=1)
+    now: datetime = store.db.now()
+    return now + timedelta(days=1)
 
 
 def _rows(store: Store, ids: list[int]) -> dict[int, tuple[str, str | None, int]]:
@@ -99,7 +100,8 @@ def test_only_runs_due_by_the_horizon_of_claimable_tasks(locking: Store) -> None
 
 def _rows_due(store: Store, run_id: int) -> datetime:
     def read(conn: sa.Connection) -> datetime:
-        due: datetime = conn.scalar(sa.select(d.c.due_time).where(d.c.id == run_id))
+        due = conn.scalar(sa.select(d.c.due_time).where(d.c.id == run_id))
+        assert isinstance(due, datetime)
         return due
 
     return store.db.read("test", read)
