@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -99,15 +100,24 @@ def _point_at(argv: list[str], url: str) -> list[str]:
 
 @pytest.mark.parametrize(("where", "line"), _commands(), ids=[f"{w}:{c}" for w, c in _commands()])
 def test_cli_samples_run(
-    where: str, line: str, docs_db: str, clean_registry: None, tmp_path: Path
+    where: str,
+    line: str,
+    docs_db: str,
+    clean_registry: None,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     argv = _point_at(shlex.split(line)[1:], docs_db)
     if argv[0] == "run":
         _run_a_node(argv, docs_db)
         return
     if argv[0] == "bench":  # a database of its own, and a trial small enough for a test
+        bench_db = f"sqlite:///{tmp_path}/bench.db"
+        if "--claim-mode skip_locked" in line:  # PostgreSQL only: a real one
+            server = request.getfixturevalue("postgres_server")
+            bench_db = server.create_database(f"ej_docs_bench_{uuid.uuid4().hex[:8]}")
         argv = [
-            *_point_at(argv, f"sqlite:///{tmp_path}/bench.db"),
+            *_point_at(argv, bench_db),
             "--nodes",
             "2",
             "--tasks",
