@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from easyjob.core.records import Advance, PlannedFire, TaskSpec
 from easyjob.store import Store
@@ -26,3 +29,22 @@ def make_pending(store: Store, name: str = "job", fires: int = 1) -> list[int]:
     assert store.tasks.advance("materializer", [advance]) == [task.id]
     horizon = times[-1] + timedelta(seconds=1)
     return [c.id for c in store.runs.pending(horizon, 1000) if c.task_id == task.id]
+
+
+def race_in_processes(
+    target: Callable[..., None], args: list[tuple[Any, ...]], *, timeout: float
+) -> dict[str, list[int]]:
+    """One spawned process per *args* tuple runs ``target(*args, start, out)``; all are
+    released together by *start* and each puts ``(node, ids it won)`` on *out*. Returns
+    those by node, once every process has exited cleanly."""
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*a, start, out)) for a in args]
+    for proc in procs:
+        proc.start()
+    start.set()
+    results = dict(out.get(timeout=timeout) for _ in procs)
+    for proc in procs:
+        proc.join(timeout=30)
+        assert proc.exitcode == 0
+    return results

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from dataclasses import replace
 from datetime import timedelta
@@ -17,7 +16,7 @@ from easyjob.store.database import at_versions
 from easyjob.store.runs import BLOCKED
 from easyjob.store.schema import task_detail_table as d
 from tests.conftest import FAST_RETRY
-from tests.store.conftest import make_pending
+from tests.store.conftest import make_pending, race_in_processes
 
 
 def _candidates(store: Store, ids: list[int]) -> list[Candidate]:
@@ -93,19 +92,8 @@ def test_processes_racing_for_the_same_fires_each_fire_has_one_winner(
 ) -> None:
     run_ids = make_pending(store, fires=20)
     candidates = _candidates(store, run_ids)
-    ctx = multiprocessing.get_context("spawn")
-    start, out = ctx.Event(), ctx.Queue()
-    procs = [
-        ctx.Process(target=_claim_in_process, args=(db_url, f"proc-{i}", candidates, start, out))
-        for i in range(3)
-    ]
-    for proc in procs:
-        proc.start()
-    start.set()
-    results = dict(out.get(timeout=60) for _ in procs)
-    for proc in procs:
-        proc.join(timeout=30)
-        assert proc.exitcode == 0
+    args = [(db_url, f"proc-{i}", candidates) for i in range(3)]
+    results = race_in_processes(_claim_in_process, args, timeout=60)
     won = [run_id for ids in results.values() for run_id in ids]
     assert sorted(won) == sorted(run_ids), results
     for node, ids in results.items():

@@ -4,7 +4,6 @@ them. SQLite and MariaDB refuse the mode by name (see Database.skip_locked for w
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from easyjob.store import Store
 from easyjob.store.schema import task_detail_table as d
 from easyjob.store.schema import task_table as t
 from tests.conftest import FAST_RETRY
-from tests.store.conftest import make_pending
+from tests.store.conftest import make_pending, race_in_processes
 
 FUNCS = ["tests.jobs:noop"]
 
@@ -140,18 +139,8 @@ def test_processes_claiming_together_share_every_run_exactly_once(
     locking: Store, db_url: str
 ) -> None:
     ids = [run for i in range(4) for run in make_pending(locking, f"job-{i}", fires=50)]
-    ctx = multiprocessing.get_context("spawn")
-    start, out = ctx.Event(), ctx.Queue()
-    procs = [
-        ctx.Process(target=_claim_all, args=(db_url, f"proc-{i}", start, out)) for i in range(3)
-    ]
-    for proc in procs:
-        proc.start()
-    start.set()
-    results = dict(out.get(timeout=120) for _ in procs)
-    for proc in procs:
-        proc.join(timeout=30)
-        assert proc.exitcode == 0
+    args = [(db_url, f"proc-{i}") for i in range(3)]
+    results = race_in_processes(_claim_all, args, timeout=120)
     won = [run for runs in results.values() for run in runs]
     assert sorted(won) == sorted(ids), "a run claimed twice or not at all"
     rows = _rows(locking, ids)
