@@ -107,18 +107,31 @@ def test_bad_job_modules(
     assert _nodes(store) == 0
 
 
+def _refused(
+    existing: tuple[Store, list[dict[str, object]]],
+    db_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+) -> str:
+    """``easyjob run`` of a good job module with *flags*: exit 2, nothing stored or changed.
+    Returns what it wrote to stderr."""
+    store, before = existing
+    path = tmp_path / f"good_jobs_flags_{next(_names)}.py"
+    path.write_text(GOOD)
+    assert main(["run", str(path), "--db", db_url, *flags]) == 2
+    assert _tasks(store) == before and _nodes(store) == 0
+    return capsys.readouterr().err
+
+
 def test_unknown_strategy(
     existing: tuple[Store, list[dict[str, object]]],
     db_url: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    store, before = existing
-    path = tmp_path / "good_jobs_strategy.py"
-    path.write_text(GOOD)
-    assert main(["run", str(path), "--db", db_url, "--strategy", "fastest"]) == 2
-    assert "unknown strategy 'fastest': use one of 'default', 'id_hash'" in capsys.readouterr().err
-    assert _tasks(store) == before and _nodes(store) == 0
+    err = _refused(existing, db_url, tmp_path, capsys, ["--strategy", "fastest"])
+    assert "unknown strategy 'fastest': use one of 'default', 'id_hash'" in err
 
 
 @pytest.mark.parametrize(
@@ -144,12 +157,7 @@ def test_bad_claim_mode(
     flags: list[str],
     message: str,
 ) -> None:
-    store, before = existing
-    path = tmp_path / f"good_jobs_claims_{next(_names)}.py"
-    path.write_text(GOOD)
-    assert main(["run", str(path), "--db", db_url, *flags]) == 2
-    assert message in capsys.readouterr().err
-    assert _tasks(store) == before and _nodes(store) == 0
+    assert message in _refused(existing, db_url, tmp_path, capsys, flags)
 
 
 def test_skip_locked_off_postgresql(
@@ -158,17 +166,13 @@ def test_skip_locked_off_postgresql(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    store, before = existing
+    store, _ = existing
     if store.db.skip_locked:
         pytest.skip(f"offered on {store.db.server}")
-    path = tmp_path / "good_jobs_skip_locked.py"
-    path.write_text(GOOD)
-    assert main(["run", str(path), "--db", db_url, "--claim-mode", "skip_locked"]) == 2
-    err = capsys.readouterr().err
+    err = _refused(existing, db_url, tmp_path, capsys, ["--claim-mode", "skip_locked"])
     name = store.db.server.split()[0]
     assert f"claim mode skip_locked is offered on PostgreSQL only, not on {name} " in err
     assert "use claim mode 'optimistic'" in err
-    assert _tasks(store) == before and _nodes(store) == 0
 
 
 def test_a_live_node_id_in_use(

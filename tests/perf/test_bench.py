@@ -20,10 +20,9 @@ def test_percentile_is_nearest_rank() -> None:
     )
 
 
-@pytest.mark.cluster
-def test_bench_measures_a_small_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    url = f"sqlite:///{tmp_path}/bench.db"
-    argv = [
+def _bench(url: str, workdir: Path, *extra: str) -> list[str]:
+    """A small bench: 2 nodes, 5 every-second tasks, 4 s, no probe, JSON out."""
+    return [
         "bench",
         "--db",
         url,
@@ -36,9 +35,14 @@ def test_bench_measures_a_small_cluster(tmp_path: Path, capsys: pytest.CaptureFi
         "--no-probe",
         "--json",
         "--workdir",
-        str(tmp_path / "work"),
+        str(workdir),
+        *extra,
     ]
-    assert main(argv) == 0
+
+
+@pytest.mark.cluster
+def test_bench_measures_a_small_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_bench(f"sqlite:///{tmp_path}/bench.db", tmp_path / "work")) == 0
     doc = json.loads(capsys.readouterr().out)
     (trial,) = doc["trials"]
     assert (trial["expected"], trial["runs"], trial["missed"], trial["duplicates"]) == (
@@ -64,25 +68,6 @@ def test_bench_refuses_a_database_with_other_tasks(
     store.close()
     assert main(["bench", "--db", url, "--workdir", str(tmp_path / "w"), "--no-probe"]) == 2
     assert "holds 1 task(s) that are not benchmark tasks" in capsys.readouterr().err
-
-
-def _bench(url: str, workdir: Path, *extra: str) -> list[str]:
-    return [
-        "bench",
-        "--db",
-        url,
-        "--nodes",
-        "2",
-        "--tasks",
-        "5",
-        "--duration",
-        "4",
-        "--no-probe",
-        "--json",
-        "--workdir",
-        str(workdir),
-        *extra,
-    ]
 
 
 @pytest.mark.cluster
