@@ -28,10 +28,11 @@ log = logging.getLogger("easyjob.store")
 
 
 #: MySQL/MariaDB statements that lock rows by a list of ids go through the primary key. On a
-#: small table MariaDB may read ``id IN (...)`` from a covering secondary index instead and
-#: lock every entry it passes (READ COMMITTED does not release secondary-index locks): a
-#: batch of two runs then locked the whole table, and every other node's claim waited for it,
-#: or under SKIP LOCKED found nothing to claim.
+#: small table MariaDB read ``SELECT ... WHERE id IN (1, 2) FOR UPDATE`` from a covering
+#: secondary index instead and locked every entry it passed (READ COMMITTED does not release
+#: secondary-index locks): while that batch of two runs was uncommitted, a SKIP LOCKED read
+#: of the table found no row at all. Seen with that plain SELECT; the store's own batch
+#: statements chose the primary key there anyway, so the hint is a guard.
 PRIMARY_KEY_HINT = "FORCE INDEX (PRIMARY)"
 
 
