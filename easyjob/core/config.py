@@ -43,6 +43,7 @@ class NodeConfig:
     poll: float = 1.0
     lookahead: float | None = None  # default: 2 polls
     batch: int = 200
+    max_held: int = 5000
     overdue_grace: float | None = None  # default: one poll, at least 1 s
     shutdown_grace: float = 30.0
 
@@ -53,6 +54,7 @@ class NodeConfig:
         _positive_int("weight", self.weight)
         _positive_int("dead_after", self.dead_after)
         _positive_int("batch", self.batch)
+        _positive_int("max_held", self.max_held)
         for name in ("heartbeat", "poll", "shutdown_grace"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:

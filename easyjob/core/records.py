@@ -165,13 +165,24 @@ class Advance:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A PENDING run as polled: what a claim needs, plus what strategies look at."""
+    """A PENDING run as polled: what a claim needs, what strategies look at, and what the
+    loader checks first (is the task this node's code, is the run past its misfire grace)."""
 
     id: int
     task_id: int
     version: int
     fire_time: datetime
     due_time: datetime
+    task_name: str = ""
+    func: str = ""
+    overlap: Overlap = Overlap.SERIAL
+    misfire: Misfire = Misfire.FIRE_ONCE
+    misfire_grace_ms: int = 60_000
+
+    @property
+    def grace(self) -> timedelta:
+        """How late its start may be before the misfire policy applies."""
+        return timedelta(milliseconds=self.misfire_grace_ms)
 
 
 @dataclass(frozen=True)

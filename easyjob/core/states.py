@@ -3,10 +3,12 @@
 A run is one attempt of one fire, a row of ``easy_job_task_detail``::
 
     (written) --> PENDING --claim--> CLAIMED --start--> RUNNING --finish--> SUCCESS
-                                      |                  |---fail-----> FAILED
-                                      |--release--> PENDING
-                                      |--late (skip policy)--> MISSED
-                                      |--overlap skip--> SKIPPED
+                   |                  |                  |---fail-----> FAILED
+                   |                  |--release--> PENDING
+                   |                  |--late (misfire policy)--> MISSED
+                   |                  |--overlap skip, or task paused--> SKIPPED
+                   |--late (misfire policy)--> MISSED
+                   |--task paused--> SKIPPED
                    CLAIMED or RUNNING --recover--> ABANDONED (+ a new PENDING attempt)
     (written) --> MISSED   a late fire under the misfire policy
     (written) --> SKIPPED  a child of a parent run that failed for good
@@ -91,7 +93,7 @@ TERMINAL = (
 
 #: The allowed transitions of an existing row; the store refuses any other.
 RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
-    RunStatus.PENDING: frozenset({RunStatus.CLAIMED}),
+    RunStatus.PENDING: frozenset({RunStatus.CLAIMED, RunStatus.MISSED, RunStatus.SKIPPED}),
     RunStatus.CLAIMED: frozenset(
         {
             RunStatus.RUNNING,

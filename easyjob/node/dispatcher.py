@@ -1,213 +1,337 @@
-"""Claimed runs wait here until their exact start time, then start in batches.
+"""The dispatcher: the one thread that starts this node's runs and writes their outcomes.
 
-The dispatcher owns this node's capacity: it holds at most ``workers`` runs (claimed or
-running), so the loader never claims what no worker could take. A run it cannot start is
-handed back with a version-checked release, never dropped.
+Claimed runs wait in the :class:`~easyjob.node.timetable.Timetable` until their time;
+worker threads only ever hold running jobs. Each round of the thread (:meth:`step`):
+
+1. writes the outcomes of jobs that returned (successes in one batch, failures one by
+   one), then frees their workers;
+2. writes a timeout for each job past its task's timeout: the run is FAILED (or retried)
+   at once and its cancellation flag set; the thread cannot be killed, so it keeps its
+   worker, counted as *stuck*, until the function returns;
+3. starts the runs whose time has come, in one version-checked batch, after the misfire
+   policy: a run later than its task's grace is MISSED under ``skip``, and under
+   ``fire_once`` when a later fire of its task waits here too; ``catch_up`` runs all;
+4. hands back (version-checked release) runs that are due but found no free worker
+   within the node's overdue grace, so that another node may take them.
+
+All run-state writes go through one :class:`~easyjob.node.writer.RunWriter`.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from easyjob.clock import Clock
+from easyjob.core.config import NodeConfig
 from easyjob.core.records import Run
+from easyjob.core.states import Misfire, Overlap, RunStatus
+from easyjob.node.executor import JobRunner
 from easyjob.node.liveness import Liveness
-from easyjob.node.outcomes import OutcomeWriter
-from easyjob.node.worker import Runner
+from easyjob.node.timetable import Room, Timetable
+from easyjob.node.writer import RunWriter
+from easyjob.registry import Registered
 from easyjob.store import Store
+from easyjob.store.runs import BLOCKED
 
 __all__ = ["Dispatcher"]
 
 log = logging.getLogger("easyjob.dispatcher")
 
-_START_BATCH = 500
+
+@dataclass
+class _Active:
+    """A run whose function is running here."""
+
+    run: Run
+    deadline: float | None  # monotonic; None: no timeout
+    cancel: threading.Event = field(default_factory=threading.Event)
+    timed_out: bool = False
 
 
 class Dispatcher:
-    """A timer heap on one thread: every run whose time has come starts in one batch (one
-    version-checked UPDATE), then each runs on a bounded pool of worker threads; successes
-    go to the outcome writer, which records them in batches."""
+    """See the module docstring. :meth:`room`, :meth:`submit` and :meth:`held_ids` are for
+    the loader and the recovery thread; everything else happens on the dispatcher thread
+    (or in :meth:`step`, which tests call directly under a fake clock)."""
 
     def __init__(
         self,
         store: Store,
-        runner: Runner,
+        config: NodeConfig,
         clock: Clock,
         liveness: Liveness,
-        workers: int,
+        tasks: dict[str, Registered],
         *,
-        retry_poll: float,
+        pool: Executor | None = None,
         on_free: Callable[[], None] | None = None,
     ) -> None:
-        self._store = store
-        self._runner = runner
         self._clock = clock
         self._liveness = liveness
-        self._workers = workers
-        self._retry_poll = retry_poll
+        self._grace = timedelta(seconds=config.overdue_grace_s)
+        self._retry = timedelta(seconds=min(config.poll, 0.5))
+        self._room = Room(lookahead_s=config.lookahead_s, max_held=config.max_held)
         self._on_free = on_free
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="easyjob-worker")
-        self._writer = OutcomeWriter(store, runner, self._done)
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, Run]] = []
-        self._seq = itertools.count()
-        self._held: dict[int, Run] = {}
-        self._running: dict[int, threading.Event] = {}
+        self._lock = threading.Condition()
+        self._table = Timetable(config.workers)
+        self._outcomes: list[tuple[Run, str | None, float]] = []
+        self._active: dict[int, _Active] = {}
+        self._poked = False
         self._closed = False
+        self.writer = RunWriter(store, config.node_id)
+        self.jobs = JobRunner(config.node_id, tasks, clock, config.workers, self._returned, pool)
         self.claimed = 0
+        self.completed = 0
         self._thread = threading.Thread(target=self._loop, name="easyjob-dispatch", daemon=True)
 
-    def start(self) -> None:
-        self._writer.start()
-        self._thread.start()
+    # -- for the loader and the recovery thread -----------------------------------------
 
-    def free(self) -> int:
-        with self._cond:
-            return 0 if self._closed else self._workers - len(self._held)
+    def room(self) -> int:
+        """How many more runs this node should claim now (0 once it is stopping)."""
+        with self._lock:
+            return 0 if self._closed else self._table.room(self._room)
+
+    def exclusive_waiting(self) -> set[int]:
+        """Exclusive tasks with a run waiting here: not to be claimed more of."""
+        with self._lock:
+            return self._table.exclusive_tasks_waiting()
 
     def held_ids(self) -> set[int]:
-        with self._cond:
-            return set(self._held)
+        with self._lock:
+            return self._table.held_ids()
+
+    def counts(self) -> dict[str, int]:
+        """Runs waiting, running and stuck now; writes given up so far."""
+        with self._lock:
+            table = self._table
+            return {
+                "waiting": table.waiting,
+                "running": table.running,
+                "stuck": table.stuck,
+                "given_up": self.writer.given_up,
+            }
 
     def submit(self, runs: list[Run]) -> None:
-        """Hold *runs* (just claimed) until their due time."""
-        with self._cond:
+        """Hold *runs* (just claimed) until their time."""
+        with self._lock:
             closed = self._closed
             if not closed:
-                for run in runs:
-                    self.claimed += 1
-                    self._held[run.id] = run
-                    self._push(run, self._start_at(run))
-                self._cond.notify()
-        if closed:
-            self._release(runs)
+                self.claimed += len(runs)
+                self._table.add(runs)
+                self._poke()
+        for run in runs if closed else ():
+            self.writer.release(run, "the node is stopping")
 
-    def _start_at(self, run: Run) -> float:
-        wait = (run.due_time - self._liveness.db_now()).total_seconds()
-        return self._clock.monotonic() + max(0.0, wait)
+    # -- the thread ---------------------------------------------------------------------
 
-    def _push(self, run: Run, at: float) -> None:
-        heapq.heappush(self._heap, (at, next(self._seq), run))
+    def start(self) -> None:
+        self._thread.start()
 
     def _loop(self) -> None:
         while True:
-            with self._cond:
-                while not self._closed:
-                    now = self._clock.monotonic()
-                    if self._heap and self._heap[0][0] <= now:
-                        break
-                    self._cond.wait(self._heap[0][0] - now if self._heap else None)
+            try:
+                delay = self.step()
+            except Exception:
+                log.exception("dispatcher round failed; trying again shortly")
+                delay = self._retry.total_seconds()
+            with self._lock:
                 if self._closed:
                     return
-                due: list[Run] = []
-                while self._heap and self._heap[0][0] <= now and len(due) < _START_BATCH:
-                    due.append(heapq.heappop(self._heap)[2])
-            self._start(due)
+                if not self._poked:
+                    self._lock.wait(delay)
+                self._poked = False
 
-    def _start(self, due: list[Run]) -> None:
-        try:
-            started = self._runner.start(due)
-        except Exception:
-            log.exception("could not start %d run(s); trying again shortly", len(due))
-            self._later(due)
+    def _poke(self) -> None:
+        self._poked = True
+        self._lock.notify_all()
+
+    def _returned(self, run: Run, error: str | None, seconds: float) -> None:
+        """A job's function returned (on its worker thread)."""
+        with self._lock:
+            self._outcomes.append((run, error, seconds))
+            self._poke()
+
+    def step(self) -> float | None:
+        """One round (see the module docstring); returns the seconds until the next thing
+        to do, or None when only a new run or a returning job can bring any."""
+        self._write_outcomes()
+        self._time_out()
+        now = self._liveness.db_now()
+        with self._lock:
+            due = [] if self._closed else self._table.pop_due(now)
+        if due:
+            self._start(due, now)
+        self._hand_back(now)
+        return self._next_delay(now)
+
+    def _write_outcomes(self) -> None:
+        with self._lock:
+            outcomes, self._outcomes = self._outcomes, []
+            active = [self._active.pop(run.id, None) for run, _, _ in outcomes]
+        if not outcomes:
             return
-        self._later(started.waiting)
-        for run in started.done:
-            self._done(run)
-        for run in started.running:
-            cancel = threading.Event()
-            with self._cond:
-                self._running[run.id] = cancel
-            self._pool.submit(self._execute, run, cancel)
-
-    def _later(self, runs: list[Run]) -> None:
-        with self._cond:
-            if self._closed:
-                for run in runs:
-                    self._held.pop(run.id, None)
-            else:
-                for run in runs:
-                    self._push(run, self._clock.monotonic() + self._retry_poll)
-                self._cond.notify()
-                runs = []
-        self._release(runs)  # a run still waiting when the node began to stop
-
-    def _execute(self, run: Run, cancel: threading.Event) -> None:
-        timer = None
-        if run.timeout_ms:
-            timer = threading.Timer(run.timeout_ms / 1000, self._time_out, (run, cancel))
-            timer.daemon = True
-            timer.start()
-        error = self._runner.call(run, cancel)
-        if timer is not None:
-            timer.cancel()
-        with self._cond:
-            self._running.pop(run.id, None)
-            self._cond.notify_all()
-        if error is None:
-            self._writer.put(run)
-            return
-        while True:  # like a success, a failure is written before the run is let go
-            try:
-                self._runner.record_failure(run, error)
-                break
-            except Exception:
-                log.exception(
-                    "run %s of %s: could not record its failure; retrying", run.id, run.task_name
-                )
-                threading.Event().wait(1.0)
-        self._done(run)
-
-    def _done(self, run: Run) -> None:
-        with self._cond:
-            self._held.pop(run.id, None)
-            self._cond.notify_all()
+        timed_out = {a.run.id for a in active if a is not None and a.timed_out}
+        wins = [run for run, error, _ in outcomes if error is None and run.id not in timed_out]
+        won = self.writer.succeed(wins) if wins else set()
+        for run in wins:
+            if won is not None and run.id not in won:
+                self.writer.fenced(run)
+        written = len(won or ())
+        for run, error, _ in outcomes:
+            if error is not None and run.id not in timed_out:
+                written += bool(self.writer.fail(run, error))
+        with self._lock:
+            self.completed += written
+            for run, _, seconds in outcomes:
+                self._table.finished(run.id, seconds)
+            self._poke()
         if self._on_free is not None:
             self._on_free()
 
-    def _time_out(self, run: Run, cancel: threading.Event) -> None:
-        """The run overran its timeout: record it FAILED (fenced like any outcome) and set its
-        cancellation flag. The thread itself cannot be killed and keeps its worker slot until
-        the function returns; its late outcome is then fenced."""
-        seconds = (run.timeout_ms or 0) / 1000
-        if self._runner.record_failure(run, f"timed out after {seconds:g}s"):
-            cancel.set()
+    def _time_out(self) -> None:
+        mono = self._clock.monotonic()
+        with self._lock:
+            expired = [
+                a
+                for a in self._active.values()
+                if not a.timed_out and a.deadline is not None and a.deadline <= mono
+            ]
+        for active in expired:
+            run = active.run
+            seconds = (run.timeout_ms or 0) / 1000
+            written = self.writer.fail(run, f"timed out after {seconds:g}s")
+            active.timed_out = True
+            active.cancel.set()
+            with self._lock:
+                self._table.timed_out(run.id)
+                stuck = self._table.stuck
+                self.completed += bool(written)
+            self.writer.say(
+                logging.WARNING,
+                run,
+                "timed out after %gs; its thread keeps its worker until the function "
+                "returns (%d stuck on this node)",
+                seconds,
+                stuck,
+            )
+
+    def _start(self, due: list[Run], now: datetime) -> None:
+        batch: list[Run] = []
+        for run in due:
+            why = self._not_startable(run, now)
+            if why is None:
+                batch.append(run)
+                continue
+            status, reason = why
+            if status == RunStatus.PENDING:
+                self.writer.release(run, reason)
+            else:
+                self.writer.close(run, status, reason)
+            self._dropped(run)
+        if not batch:
+            return
+        exclusive = {r.id for r in batch if r.overlap != Overlap.ALLOW}
+        started = self.writer.start(batch, exclusive)
+        retry_at = now + self._retry
+        for run in batch:
+            result = None if started is None else started.get(run.id)
+            if isinstance(result, Run):
+                self._run(result)
+            elif result is BLOCKED and run.overlap == Overlap.SKIP:
+                reason = "skipped: the previous run is still running"
+                self.writer.close(run, RunStatus.SKIPPED, reason)
+                self._dropped(run)
+            elif result is BLOCKED:
+                with self._lock:
+                    self._table.blocked(run, retry_at)
+            else:
+                if started is not None:
+                    self.writer.say(logging.WARNING, run, "taken over before it started (fenced)")
+                self._dropped(run)
+
+    def _not_startable(self, run: Run, now: datetime) -> tuple[RunStatus, str] | None:
+        """Why *run* must not start now, as (the status to give it, the reason), or None."""
+        if self.jobs.entry(run) is None:  # claimed by mistake: not this node's code
+            return RunStatus.PENDING, f"task {run.task_name!r} ({run.func}) is not registered here"
+        late = (now - run.due_time).total_seconds()
+        grace = run.misfire_grace_ms / 1000
+        if late <= grace or run.misfire == Misfire.CATCH_UP:
+            return None
+        if run.misfire == Misfire.FIRE_ONCE:
+            with self._lock:
+                if not self._table.later_waiting(run):
+                    return None
+        return RunStatus.MISSED, (
+            f"missed: would have started {late:.1f}s late, past its misfire grace of "
+            f"{grace:g}s (policy {run.misfire.value})"
+        )
+
+    def _run(self, run: Run) -> None:
+        timeout = run.timeout_ms / 1000 if run.timeout_ms else None
+        deadline = None if timeout is None else self._clock.monotonic() + timeout
+        active = _Active(run, deadline)
+        with self._lock:
+            self._table.started(run)
+            self._active[run.id] = active
+        self.jobs.submit(run, active.cancel)
+
+    def _dropped(self, run: Run) -> None:
+        with self._lock:
+            self._table.dropped(run)
+
+    def _hand_back(self, now: datetime) -> None:
+        with self._lock:
+            late = [] if self._closed else self._table.overdue(now, now - self._grace)
+        for run in late:
+            self.writer.release(run, f"no worker was free within {self._grace.total_seconds():g}s")
+
+    def _next_delay(self, now: datetime) -> float | None:
+        delays: list[float] = []
+        with self._lock:
+            if self._outcomes:
+                return 0.0
+            ready = self._table.next_ready()
+            if ready is not None:
+                if self._table.free_workers() == 0:
+                    ready += self._grace
+                delays.append((ready - now).total_seconds())
+            deadlines = [
+                a.deadline
+                for a in self._active.values()
+                if a.deadline is not None and not a.timed_out
+            ]
+        if deadlines:
+            delays.append(min(deadlines) - self._clock.monotonic())
+        return max(0.0, min(delays)) if delays else None
+
+    # -- stopping -------------------------------------------------------------------------
 
     def close(self, grace: float) -> int:
-        """Stop starting runs: release the ones still waiting, let running ones finish for up
-        to *grace* seconds (cancellation flags are set after it) and record their outcomes.
-        Returns how many were still running when the grace ran out."""
-        with self._cond:
+        """Stop starting runs: hand back the waiting ones, let running ones finish for up
+        to *grace* seconds (their cancellation flags are set after it) and write their
+        outcomes. Returns how many were still running when the grace ran out."""
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
+            self._poke()
         if self._thread.is_alive():
-            self._thread.join()  # a batch being started is handed to the pool first
-        with self._cond:
-            waiting = [run for _, _, run in self._heap]
-            self._heap.clear()
-            for run in waiting:
-                self._held.pop(run.id, None)
-        self._release(waiting)
+            self._thread.join()
+        with self._lock:
+            waiting = self._table.drain()
+        for run in waiting:
+            self.writer.release(run, "the node is stopping")
         deadline = self._clock.monotonic() + grace
-        with self._cond:
-            while self._running and self._clock.monotonic() < deadline:
-                self._cond.wait(min(0.05, max(0.0, deadline - self._clock.monotonic())))
-            left = list(self._running.values())
-        for cancel in left:
-            cancel.set()
-        self._writer.close(max(1.0, deadline - self._clock.monotonic()))
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        while True:
+            self._write_outcomes()
+            with self._lock:
+                left = [a for a in self._active.values() if not a.timed_out]
+                if not left or self._clock.monotonic() >= deadline:
+                    break
+                if not self._outcomes:
+                    self._lock.wait(min(0.05, max(0.0, deadline - self._clock.monotonic())))
+        for active in left:
+            active.cancel.set()
+        self.jobs.shutdown()
         return len(left)
-
-    def _release(self, runs: list[Run]) -> None:
-        for run in runs:
-            try:
-                if self._store.runs.release(run):
-                    log.info("released run %s of %s (not started)", run.id, run.task_name)
-            except Exception:
-                log.exception("could not release run %s", run.id)

@@ -1,4 +1,4 @@
-"""This node's view of its own heartbeat: freshness, stability and the clock offset."""
+"""This node's view of its own heartbeat: freshness, stability and database time."""
 
 from __future__ import annotations
 
@@ -8,6 +8,12 @@ from datetime import datetime, timedelta
 from easyjob.clock import Clock
 
 __all__ = ["Liveness"]
+
+#: The slowest rate at which database time is taken to pass per second of this node's
+#: monotonic clock (see :meth:`Liveness.db_now`): a node clock running up to 2 % fast is
+#: followed; a slow heartbeat reply, which makes the rate look lower, delays starts by at
+#: most 2 % of the time since the last heartbeat.
+_MIN_RATE = 0.98
 
 
 class Liveness:
@@ -19,8 +25,8 @@ class Liveness:
     - *stable*: fresh, and no heartbeat has been missed for a whole dead threshold. Only a
       stable node recovers others' work, so after a database-wide stall (when nobody could
       heartbeat) every node first gets time to heartbeat again before anyone is judged dead.
-    - *db_now*: this node's estimate of database time, from its clock and the offset
-      measured at each heartbeat.
+    - *db_now*: a lower bound of the database's clock (see :meth:`db_now`).
+    - *offset*: this node's wall clock minus the database's, for operators.
     """
 
     def __init__(self, clock: Clock, heartbeat_s: float, dead_threshold: timedelta) -> None:
@@ -31,6 +37,8 @@ class Liveness:
         self._offset = timedelta(0)
         self._last_ok: float | None = None
         self._stable_since: float | None = None
+        self._anchor: tuple[datetime, float] | None = None  # (database time, monotonic)
+        self._rate = 1.0
 
     def beat(self, db_time: datetime, sent: datetime, received: datetime) -> None:
         """Record a heartbeat the database accepted at *db_time*, sent and answered at the
@@ -41,17 +49,34 @@ class Liveness:
             missed = self._last_ok is None or now - self._last_ok > 1.5 * self._heartbeat_s
             if missed:
                 self._stable_since = now
+            if self._anchor is not None and now - self._anchor[1] > 0.5 * self._heartbeat_s:
+                rate = (db_time - self._anchor[0]).total_seconds() / (now - self._anchor[1])
+                self._rate = min(1.0, max(_MIN_RATE, rate))
             self._last_ok = now
             self._offset = offset
+            self._anchor = (db_time, now)
 
     @property
     def offset(self) -> timedelta:
-        """Node clock minus database clock."""
+        """Node clock minus database clock (the heartbeat round trip's midpoint)."""
         with self._lock:
             return self._offset
 
     def db_now(self) -> datetime:
-        return self._clock.now() - self.offset
+        """A lower bound of the database's current time: the time it last reported (in the
+        heartbeat's reply, so it was read before this node got the reply) plus the
+        monotonic seconds since, at the rate database time was seen to pass (at most 1).
+
+        The wall clock is not used, so a node whose clock is stepped between heartbeats
+        keeps its estimate; a run held until ``db_now() >= due_time`` never starts before
+        its fire time in database time, whatever the round trip or the node's clock. It
+        starts late by at most the heartbeat's round trip, and by the rate's error."""
+        with self._lock:
+            anchor, rate = self._anchor, self._rate
+        if anchor is None:
+            return self._clock.now() - self.offset
+        db_time, at = anchor
+        return db_time + timedelta(seconds=(self._clock.monotonic() - at) * rate)
 
     def fresh(self) -> bool:
         with self._lock:

@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from easyjob.core.config import NodeConfig
 from easyjob.core.cron import CronSchedule
 from easyjob.core.planner import plan_advance
 from easyjob.core.records import Advance, Candidate
+from easyjob.core.states import Misfire, Overlap
 from easyjob.core.strategies import ClusterView, LeastCountStrategy, Strategy, overdue
 from easyjob.errors import ConfigError
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Membership
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
+from easyjob.registry import Registered
 from easyjob.store import Store
 
 __all__ = ["Loader"]
+
+#: Polls after which the loader forgets which tasks are not its code's, and reads again.
+_FORGET_POLLS = 60
 
 
 class Loader(Loop):
@@ -26,15 +32,23 @@ class Loader(Loop):
     1. advance due task schedules, writing their fires up to the horizon as PENDING runs
        (misfire policy applied; see :mod:`easyjob.core.planner`): this node's share of the
        tasks (task id modulo the live nodes), and any task overdue past the grace;
-    2. read PENDING runs due by the horizon (of tasks whose function this node's code has), let
-       the strategy pick this node's share (plus any overdue past the grace), and claim at
-       most as many as the dispatcher has free capacity for, in one batch. When the strategy
-       offers more than that, each node starts at its own offset into the list, so that
-       nodes racing for the same runs (``default``) mostly try different ones.
+    2. read PENDING runs due by the horizon, keep those of tasks this node's code declared
+       (name and function), apply the misfire policy to the ones already later than their
+       task's grace (see :meth:`RunStore.miss_late`), let the strategy pick this node's
+       share (plus any overdue past the grace), and claim as many as the dispatcher has
+       room for (see :meth:`Timetable.room`), at most ``batch`` per statement. When the
+       strategy offers more than that, each node starts at its own offset into the list,
+       so that nodes racing for the same runs (``default``) mostly try different ones. A
+       node holds at most one waiting run per exclusive (``serial``/``skip``) task: later
+       fires stay PENDING for now.
 
        In the ``skip_locked`` claim mode, step 2 is one locking claim of the next due runs
-       (at most the free capacity and the batch), which skips rows other nodes are claiming:
-       no pending read, no strategy, no lost races; a full batch claims again at once.
+       (at most the room and the batch), which skips rows other nodes are claiming: no
+       pending read, no strategy, no lost races; a full batch claims again at once.
+
+    Tasks whose rows name code this node does not have are remembered (a short list of
+    ids, forgotten every ``_FORGET_POLLS`` polls) and left out of both reads, so polling
+    costs the same whatever the number of tasks or functions.
 
     A node that is not fresh (its heartbeat may look dead to peers) claims nothing.
     """
@@ -49,7 +63,7 @@ class Loader(Loop):
         liveness: Liveness,
         membership: Membership,
         dispatcher: Dispatcher,
-        funcs: frozenset[str],
+        tasks: Mapping[str, Registered],
         log: logging.LoggerAdapter[logging.Logger],
     ) -> None:
         super().__init__(config.poll, log)
@@ -59,10 +73,13 @@ class Loader(Loop):
         self._liveness = liveness
         self._membership = membership
         self._dispatcher = dispatcher
-        self._funcs = funcs
+        self._code = {name: entry.spec.func for name, entry in tasks.items()}
+        self._foreign: set[int] = set()
+        self._polls = 0
         self._schedules: dict[tuple[str, str], CronSchedule] = {}
         self.offered = 0  # runs this node tried to claim
         self.lost = 0  # of those, runs another node claimed first (lost races)
+        self.missed = 0  # PENDING runs it marked MISSED (misfire policy)
         self._was_fresh = True
 
     def step(self) -> float | None:
@@ -74,11 +91,22 @@ class Loader(Loop):
         if not self._was_fresh:
             self.log.info("heartbeat is fresh again: claiming resumes")
             self._was_fresh = True
+        self._polls += 1
+        if self._polls % _FORGET_POLLS == 0:
+            self._foreign.clear()  # a task's row may have been changed to this node's code
         now = self._liveness.db_now()
         horizon = now + timedelta(seconds=self._config.lookahead_s)
         backlog = self._advance(now, horizon)
         more = self._claim(now, horizon)
         return 0.0 if backlog or more else None
+
+    def _mine(self, task_id: int, name: str, func: str) -> bool:
+        """Whether this node's code declared task *name* with function *func*; if not, the
+        task is left out of the next reads."""
+        if self._code.get(name) == func:
+            return True
+        self._foreign.add(task_id)
+        return False
 
     def _advance(self, now: datetime, horizon: datetime) -> bool:
         live = [n.node_id for n in self._membership.nodes()]
@@ -87,11 +115,18 @@ class Loader(Loop):
             share = (live.index(self._config.node_id), len(live))
         grace = timedelta(seconds=self._config.overdue_grace_s)
         due = self._store.tasks.due(
-            horizon, self._config.batch, self._funcs, share=share, overdue_before=now - grace
+            horizon,
+            self._config.batch,
+            self._foreign,
+            share=share,
+            overdue_before=now - grace,
         )
         advances: list[Advance] = []
         backlog = False
         for task in due:
+            if not self._mine(task.id, task.name, task.func):
+                backlog = True  # read again without it
+                continue
             schedule = self._schedule(task.cron_expr, task.tz)
             if schedule is None:
                 continue
@@ -116,30 +151,61 @@ class Loader(Loop):
 
     def _claim(self, now: datetime, horizon: datetime) -> bool:
         """Claim this poll's runs; True when there may be more to claim at once."""
-        free = self._dispatcher.free()
-        if free <= 0:
+        room = min(self._dispatcher.room(), self._config.batch)
+        if room <= 0:
             return False
         if self._config.claim_mode == "skip_locked":
-            limit = min(free, self._config.batch)
-            won = self._store.runs.claim_next(self._config.node_id, horizon, limit, self._funcs)
+            won = self._store.runs.claim_next(self._config.node_id, horizon, room, self._foreign)
             self.offered += len(won)
+            for run in won:
+                self._mine(run.task_id, run.task_name, run.func)  # released when due
             self._dispatcher.submit(won)
-            return len(won) == limit
-        held = self._dispatcher.held_ids()
+            return len(won) == room
         live = [n.node_id for n in self._membership.nodes()]
         # enough for every live node to take a slice of its own (see _spread)
-        limit = max(self._config.batch, free * max(1, len(live)))
-        pending = self._store.runs.pending(horizon, limit, self._funcs)
-        mine = [c for c in pending if c.id not in held]
-        if not mine:
+        limit = room * max(1, len(live))
+        pending = self._store.runs.pending(horizon, limit, self._foreign)
+        known_foreign = len(self._foreign)
+        held = self._dispatcher.held_ids()
+        exclusive = self._dispatcher.exclusive_waiting()
+        mine = [
+            c
+            for c in pending
+            if self._mine(c.task_id, c.task_name, c.func)
+            and c.id not in held
+            and c.task_id not in exclusive
+        ]
+        if self._miss_late(mine, now):
+            return True  # read again: the backlog shrank
+        mine = _first_per_exclusive_task(mine)
+        chosen = _spread(self._choose(mine, now), room, live, self._config.node_id)
+        if not chosen:
+            return len(self._foreign) > known_foreign  # read again without those tasks
+        won = self._store.runs.claim(self._config.node_id, chosen)
+        self.offered += len(chosen)
+        self.lost += len(chosen) - len(won)
+        self._dispatcher.submit(won)
+        return len(won) == room
+
+    def _miss_late(self, candidates: list[Candidate], now: datetime) -> bool:
+        """Apply the misfire policy to candidates later than their task's grace; True
+        when any run was marked MISSED."""
+        late = {
+            c.task_id: (c.misfire, now - c.grace)
+            for c in candidates
+            if c.misfire != Misfire.CATCH_UP and c.due_time < now - c.grace
+        }
+        if not late:
             return False
-        chosen = _spread(self._choose(mine, now), free, live, self._config.node_id)
-        if chosen:
-            won = self._store.runs.claim(self._config.node_id, chosen)
-            self.offered += len(chosen)
-            self.lost += len(chosen) - len(won)
-            self._dispatcher.submit(won)
-        return False
+        marked = self._store.runs.miss_late(late)
+        if marked:
+            self.missed += marked
+            self.log.warning(
+                "marked %d run(s) of %d task(s) MISSED: later than their misfire grace",
+                marked,
+                len(late),
+            )
+        return marked > 0
 
     def _choose(self, candidates: list[Candidate], now: datetime) -> list[Candidate]:
         nodes = self._membership.nodes()
@@ -159,6 +225,19 @@ class Loader(Loop):
         late = overdue(candidates, now, grace)
         ids = {c.id for c in picked}
         return picked + [c for c in late if c.id not in ids]
+
+
+def _first_per_exclusive_task(candidates: list[Candidate]) -> list[Candidate]:
+    """*candidates* (in due order) less every exclusive task's runs after its first."""
+    seen: set[int] = set()
+    out = []
+    for c in candidates:
+        if c.overlap != Overlap.ALLOW:
+            if c.task_id in seen:
+                continue
+            seen.add(c.task_id)
+        out.append(c)
+    return out
 
 
 def _spread(chosen: list[Candidate], free: int, live: list[str], me: str) -> list[Candidate]:

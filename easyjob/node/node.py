@@ -20,7 +20,6 @@ from easyjob.node.heartbeat import Heartbeater, Membership
 from easyjob.node.liveness import Liveness
 from easyjob.node.loader import Loader
 from easyjob.node.recovery import Recoverer
-from easyjob.node.worker import Runner
 from easyjob.registry import Registry, default_registry
 from easyjob.store import Store
 
@@ -67,13 +66,8 @@ class Node:
         if self.config.claim_mode == "skip_locked":
             self.store.db.require_skip_locked()
         specs = self.registry.resolved()
-        funcs = frozenset(spec.func for spec in specs)
-        runner = Runner(
-            self.store,
-            self.config.node_id,
-            self.registry.by_func(),
-            self.liveness,
-        )
+        tasks = {spec.name: self.registry.get(spec.name) for spec in specs}
+        registered = {name: entry for name, entry in tasks.items() if entry is not None}
         self.heartbeat = Heartbeater(
             self.store,
             self.config,
@@ -85,11 +79,10 @@ class Node:
         )
         self.dispatcher = Dispatcher(
             self.store,
-            runner,
+            self.config,
             self.clock,
             self.liveness,
-            self.config.workers,
-            retry_poll=min(self.config.poll, 0.5),
+            registered,
             on_free=lambda: self.loader.wake(),
         )
         self.loader = Loader(
@@ -99,13 +92,12 @@ class Node:
             self.liveness,
             self.membership,
             self.dispatcher,
-            funcs,
+            registered,
             self.log,
         )
         self.recovery = Recoverer(
             self.store, self.config, self.liveness, self.log, self.dispatcher.held_ids
         )
-        self._runner = runner
         self.heartbeat.register()
         self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
         self._recover_predecessor()
@@ -141,16 +133,18 @@ class Node:
         return {
             "node_id": self.config.node_id,
             "claimed": self.dispatcher.claimed,
-            "completed": self._runner.completed,
+            "completed": self.dispatcher.completed,
             "claims_offered": self.loader.offered,
             "claims_lost": self.loader.lost,
+            "missed_pending": self.loader.missed,
+            **self.dispatcher.counts(),
             **self.store.db.counters.snapshot(),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
             "uptime_s": round(self.clock.monotonic() - self._started_at, 3),
         }
 
     def _counters(self) -> tuple[int, int]:
-        return self.dispatcher.claimed, self._runner.completed
+        return self.dispatcher.claimed, self.dispatcher.completed
 
     def stop(self) -> None:
         """Graceful shutdown (idempotent)."""

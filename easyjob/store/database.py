@@ -21,7 +21,7 @@ from easyjob.store.gate import WriteGate
 from easyjob.store.retry import RetryPolicy, first_line
 from easyjob.store.schema import SCHEMA_VERSION, meta_table, metadata
 
-__all__ = ["PRIMARY_KEY_HINT", "Database", "at_versions", "per_id", "status_is"]
+__all__ = ["PRIMARY_KEY_HINT", "Database", "at_versions", "per_id", "per_key", "status_is"]
 
 T = TypeVar("T")
 log = logging.getLogger("easyjob.store")
@@ -57,14 +57,22 @@ def status_is(column: sa.ColumnElement[str], value: str) -> sa.ColumnElement[boo
 
 
 def per_id(table: sa.Table, values: Mapping[int, Any], type_: Any = None) -> sa.Case[Any]:
-    """A CASE giving each row ``id -> value``: one WHEN per distinct value, each with an
-    expanding IN of the ids (rows of a batch mostly share a value: one next fire time, a
-    count of 1), so it compiles to few cached variants whatever the batch size."""
+    """A CASE giving each row ``id -> value``: :func:`per_key` on the primary key."""
+    return per_key(table.c.id, values, type_)
+
+
+def per_key(
+    column: sa.ColumnElement[Any], values: Mapping[int, Any], type_: Any = None
+) -> sa.Case[Any]:
+    """A CASE giving each row the value of its *column* in ``values``: one WHEN per distinct
+    value, each with an expanding IN of the keys (rows of a batch mostly share a value: one
+    next fire time, a count of 1), so it compiles to few cached variants whatever the batch
+    size."""
     groups: dict[Any, list[int]] = {}
-    for row_id, value in values.items():
-        groups.setdefault(value, []).append(row_id)
+    for key, value in values.items():
+        groups.setdefault(value, []).append(key)
     return sa.case(
-        *((table.c.id.in_(ids), sa.literal(value, type_)) for value, ids in groups.items()),
+        *((column.in_(keys), sa.literal(value, type_)) for value, keys in groups.items()),
         else_=sa.null(),
     )
 

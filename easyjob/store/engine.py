@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 import sqlalchemy as sa
@@ -26,6 +27,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
+from easyjob.clock import Clock, SystemClock
 from easyjob.errors import DatabaseURLError
 from easyjob.store.schema import UTCDateTime
 
@@ -82,8 +84,13 @@ def create_engine(
     io_timeout_s: float = 30.0,
     busy_timeout_s: float = 30.0,
     stuck_transaction_s: float = 10.0,
+    clock: Clock | None = None,
 ) -> sa.Engine:
-    """An engine for *url* with the backend care described in this module's docstring."""
+    """An engine for *url* with the backend care described in this module's docstring.
+
+    SQLite has no clock of its own: its database time is this process's *clock* (the
+    system clock by default; tests pass a fake one, so that the node and its database
+    share one time that only moves when the test moves it)."""
     parsed = normalize_url(url)
     backend = parsed.get_backend_name()
     kwargs: dict[str, Any] = {}
@@ -114,14 +121,18 @@ def create_engine(
     except (ArgumentError, NoSuchModuleError, ImportError) as err:
         raise DatabaseURLError(f"cannot use database URL {safe_url(parsed)!r}: {err}") from err
     if backend == "sqlite":
-        _sqlite_care(engine, busy_timeout_s)
+        _sqlite_care(engine, busy_timeout_s, clock or SystemClock())
     return engine
 
 
-def _sqlite_care(engine: sa.Engine, busy_timeout_s: float) -> None:
+def _sqlite_care(engine: sa.Engine, busy_timeout_s: float, clock: Clock) -> None:
+    def now() -> str:
+        return clock.now().astimezone(UTC).strftime(_SQLITE_TIME)
+
     @sa.event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves, below
+        dbapi_conn.create_function("easyjob_now", 0, now)
         cursor = dbapi_conn.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
@@ -134,6 +145,11 @@ def _sqlite_care(engine: sa.Engine, busy_timeout_s: float) -> None:
         conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
 
+#: The text layout SQLAlchemy stores times in on SQLite, so stored values and database time
+#: compare as times do.
+_SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"
+
+
 class db_now(FunctionElement[Any]):
     """The database's current UTC time, microsecond (SQLite: millisecond) precision."""
 
@@ -143,8 +159,7 @@ class db_now(FunctionElement[Any]):
 
 @compiles(db_now, "sqlite")
 def _now_sqlite(element: db_now, compiler: SQLCompiler, **kw: Any) -> str:
-    # Same text layout SQLAlchemy stores, so stored values and this compare as times do.
-    return "strftime('%Y-%m-%d %H:%M:%f000', 'now')"
+    return "easyjob_now()"  # see _sqlite_care
 
 
 @compiles(db_now, "postgresql")

@@ -15,6 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from easyjob.clock import utc
 from easyjob.core.records import Candidate, HeldRun, Run
 from easyjob.core.states import (
     HELD,
@@ -25,7 +26,7 @@ from easyjob.core.states import (
     TaskStatus,
     Trigger,
 )
-from easyjob.store.database import Database, at_versions, per_id, status_is
+from easyjob.store.database import Database, at_versions, per_id, per_key, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.schema import node_table, task_detail_table, task_table
 
@@ -59,6 +60,19 @@ _RUN_COLUMNS = (
 )
 
 
+_CANDIDATE_COLUMNS = (
+    d.c.id,
+    d.c.task_id,
+    d.c.version,
+    d.c.fire_time,
+    d.c.due_time,
+    t.c.name.label("task_name"),
+    t.c.func,
+    t.c.overlap,
+    t.c.misfire,
+    t.c.misfire_grace_ms,
+)
+
 _HELD_COLUMNS = (
     d.c.id,
     d.c.version,
@@ -91,15 +105,16 @@ class RunStore:
         self._db = db
 
     def pending(
-        self, horizon: datetime, limit: int, funcs: Collection[str] | None = None
+        self, horizon: datetime, limit: int, exclude: Collection[int] = ()
     ) -> list[Candidate]:
-        """At most *limit* PENDING runs due by *horizon*, earliest first (index on
-        (status, due_time): O(rows returned)), of tasks not PAUSED, and only of tasks whose
-        function is in *funcs* when given."""
+        """At most *limit* PENDING runs due by *horizon*, earliest first, of tasks not
+        PAUSED and not in *exclude* (task ids: the loader's small set of tasks that are
+        not its code's). Served by the index on (status, due_time) and the task's primary
+        key: the cost is per row returned, whatever the backlog or the number of tasks."""
 
         def read(conn: sa.Connection) -> list[Candidate]:
             query = (
-                sa.select(d.c.id, d.c.task_id, d.c.version, d.c.fire_time, d.c.due_time)
+                sa.select(*_CANDIDATE_COLUMNS)
                 .join_from(d, t, t.c.id == d.c.task_id)
                 .where(
                     d.c.status == str(RunStatus.PENDING),
@@ -109,11 +124,57 @@ class RunStore:
                 .order_by(d.c.due_time, d.c.id)
                 .limit(limit)
             )
-            if funcs is not None:
-                query = query.where(t.c.func.in_(list(funcs)))
-            return [Candidate(**row) for row in conn.execute(query).mappings()]
+            if exclude:
+                query = query.where(d.c.task_id.not_in(list(exclude)))
+            return [_candidate(row) for row in conn.execute(query).mappings()]
 
         return self._db.read("pending_runs", read)
+
+    def miss_late(self, cutoffs: Mapping[int, tuple[Misfire, datetime]]) -> int:
+        """Apply the misfire policy to PENDING runs, per task id ``-> (policy, late
+        before)``: under ``skip`` every PENDING run due before that time becomes MISSED;
+        under ``fire_once`` too, except the task's latest PENDING run, which stays to run
+        once. Returns how many were marked. One statement per policy, by the index on
+        (task_id, status); a run claimed meanwhile is not PENDING and is left alone."""
+        cutoffs = {k: v for k, v in cutoffs.items() if v[0] != Misfire.CATCH_UP}
+        if not cutoffs:
+            return 0
+
+        def write(conn: sa.Connection) -> int:
+            before = {task: at for task, (_, at) in cutoffs.items()}
+            once = [task for task, (policy, _) in cutoffs.items() if policy == Misfire.FIRE_ONCE]
+            if once:
+                latest = (
+                    sa.select(d.c.task_id, sa.func.max(d.c.due_time))
+                    .where(d.c.task_id.in_(once), d.c.status == str(RunStatus.PENDING))
+                    .group_by(d.c.task_id)
+                )
+                for task, due in conn.execute(latest):
+                    before[task] = min(before[task], utc(due))
+            reason = "missed: not started within its misfire grace (policy {})"
+            marked = 0
+            for policy in (Misfire.FIRE_ONCE, Misfire.SKIP):
+                tasks = {k: v for k, v in before.items() if cutoffs[k][0] == policy}
+                if not tasks:
+                    continue
+                done = conn.execute(
+                    d.update()
+                    .where(
+                        d.c.task_id.in_(list(tasks)),
+                        d.c.status == str(RunStatus.PENDING),
+                        d.c.due_time < per_key(d.c.task_id, tasks, d.c.due_time.type),
+                    )
+                    .values(
+                        status=str(RunStatus.MISSED),
+                        version=d.c.version + 1,
+                        end_time=db_now(),
+                        error_msg=reason.format(policy.value),
+                    )
+                )
+                marked += done.rowcount
+            return marked
+
+        return self._db.write("miss_late_runs", write)
 
     def claim(self, node_id: str, candidates: Sequence[Candidate]) -> list[Run]:
         """Claim a batch of PENDING runs for *node_id* with one version-checked UPDATE.
@@ -149,10 +210,10 @@ class RunStore:
         return self._db.write("claim_runs", write, landed=landed)
 
     def claim_next(
-        self, node_id: str, horizon: datetime, limit: int, funcs: Collection[str] | None = None
+        self, node_id: str, horizon: datetime, limit: int, exclude: Collection[int] = ()
     ) -> list[Run]:
         """Claim for *node_id* at most *limit* PENDING runs due by *horizon*, earliest first,
-        of tasks not PAUSED (and whose function is in *funcs* when given), skipping rows
+        of tasks not PAUSED (and not in *exclude*, task ids), skipping rows
         another transaction holds locked: the ``skip_locked`` claim mode, PostgreSQL only
         (see :attr:`Database.skip_locked`).
 
@@ -169,8 +230,8 @@ class RunStore:
         if limit <= 0:
             return []
         claimable = sa.select(t.c.id).where(t.c.status != str(TaskStatus.PAUSED))
-        if funcs is not None:
-            claimable = claimable.where(t.c.func.in_(list(funcs)))
+        if exclude:
+            claimable = claimable.where(t.c.id.not_in(list(exclude)))
         due = (
             sa.select(d.c.id)
             .where(
@@ -599,6 +660,13 @@ def _run(row: Any) -> Run:
     values["overlap"] = Overlap(values["overlap"])
     values["misfire"] = Misfire(values["misfire"])
     return Run(**values)
+
+
+def _candidate(row: Any) -> Candidate:
+    values = dict(row)
+    values["overlap"] = Overlap(values["overlap"])
+    values["misfire"] = Misfire(values["misfire"])
+    return Candidate(**values)
 
 
 def _held(row: Any) -> HeldRun:

@@ -169,12 +169,17 @@ class TaskStore:
         """Pause or resume a task (version bumped: fences a loader mid-advance).
 
         A FINISHED task cannot be paused or resumed (TaskDefinitionError).
-        While PAUSED no fires are written and its PENDING runs are not claimed. Resuming
-        moves ``next_start_time`` to the first fire after now: the fires of the paused time
-        were not missed, they were not wanted, so they leave no rows."""
+        Pausing closes, in the same transaction, every run of the task that has not
+        started (PENDING, or CLAIMED by a node: its version moves, so the node's start is
+        fenced) as SKIPPED with the reason "task paused before it started": once the pause
+        is committed, no run of the task starts. Runs already RUNNING go on to their end.
+        While PAUSED no fires are written and its runs are not claimed (a manual trigger
+        waits PENDING for the resume). Resuming moves ``next_start_time`` to the first fire
+        after now: the fires of the paused time were not missed, they were not wanted, so
+        they leave no rows."""
 
         def write(conn: sa.Connection) -> None:
-            query = sa.select(t.c.cron_expr, t.c.tz, t.c.status).where(t.c.name == name)
+            query = sa.select(t.c.id, t.c.cron_expr, t.c.tz, t.c.status).where(t.c.name == name)
             row = conn.execute(query).first()
             if row is None:
                 raise TaskNotFoundError(f"no task named {name!r}")
@@ -189,6 +194,20 @@ class TaskStore:
             conn.execute(
                 t.update().where(t.c.name == name).values(**values, version=t.c.version + 1)
             )
+            if status == TaskStatus.PAUSED and row.status != str(TaskStatus.PAUSED):
+                conn.execute(
+                    d.update()
+                    .where(
+                        d.c.task_id == row.id,
+                        d.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)]),
+                    )
+                    .values(
+                        status=str(RunStatus.SKIPPED),
+                        version=d.c.version + 1,
+                        end_time=now,
+                        error_msg="task paused before it started",
+                    )
+                )
 
         self._db.write("set_task_status", write)
         return self.get(name)
@@ -197,14 +216,15 @@ class TaskStore:
         self,
         horizon: datetime,
         limit: int,
-        funcs: Collection[str] | None = None,
+        exclude: Collection[int] = (),
         *,
         share: tuple[int, int] | None = None,
         overdue_before: datetime | None = None,
     ) -> list[TaskRow]:
-        """At most *limit* ACTIVE tasks whose ``next_start_time`` <= *horizon*, earliest first;
-        only those whose function is in *funcs* when given (a node advances only the tasks its
-        code has, so tasks no live node has never pile up runs nobody can take).
+        """At most *limit* ACTIVE tasks whose ``next_start_time`` <= *horizon*, earliest first,
+        but those in *exclude* (task ids: a node advances only the tasks its code has, so
+        tasks no live node has never pile up runs nobody can take; it learns which are not
+        its own from what this returns, and the list stays short).
 
         With *share* ``(rank, size)`` only the tasks with ``id mod size == rank``, plus any
         whose ``next_start_time`` is before *overdue_before*: live nodes split the advancing
@@ -221,8 +241,8 @@ class TaskStore:
                 .order_by(t.c.next_start_time)
                 .limit(limit)
             )
-            if funcs is not None:
-                query = query.where(t.c.func.in_(list(funcs)))
+            if exclude:
+                query = query.where(t.c.id.not_in(list(exclude)))
             if share is not None:
                 rank, size = share
                 mine = t.c.id % size == rank

@@ -189,12 +189,12 @@ def test_pause_resume_and_trigger(store: Store) -> None:
         store.tasks.set_status("nope", TaskStatus.PAUSED)
 
 
-def test_due_and_pending_can_be_limited_to_the_functions_a_node_has(store: Store) -> None:
+def test_due_and_pending_leave_out_the_tasks_a_node_excludes(store: Store) -> None:
     mine = TaskSpec(name="mine", func="mine:f", cron="* * * * * *")
     theirs = TaskSpec(name="theirs", func="theirs:f", cron="* * * * * *")
     rows = store.tasks.upsert([mine, theirs])
     horizon = store.db.now() + timedelta(seconds=5)
-    assert [r.name for r in store.tasks.due(horizon, 10, {"mine:f"})] == ["mine"]
+    assert [r.name for r in store.tasks.due(horizon, 10, {rows[1].id})] == ["mine"]
     advances = [
         Advance(
             r.id,
@@ -205,19 +205,25 @@ def test_due_and_pending_can_be_limited_to_the_functions_a_node_has(store: Store
         for r in rows
     ]  # type: ignore[arg-type]
     store.tasks.advance("n", advances)
-    assert {c.task_id for c in store.runs.pending(horizon, 10, {"mine:f"})} == {rows[0].id}
-    assert len(store.runs.pending(horizon, 10)) == 2
+    assert {c.task_id for c in store.runs.pending(horizon, 10, {rows[1].id})} == {rows[0].id}
+    both = store.runs.pending(horizon, 10)
+    assert {(c.task_name, c.func) for c in both} == {("mine", "mine:f"), ("theirs", "theirs:f")}
 
 
-def test_a_paused_task_has_its_pending_runs_held_and_resume_skips_the_pause(
+def test_a_pause_closes_the_task_s_unstarted_runs_and_resume_skips_the_pause(
     store: Store,
 ) -> None:
     from tests.store.conftest import make_pending
 
-    (run_id,) = make_pending(store, "p")
+    pending, claimed = make_pending(store, "p", fires=2)
     horizon = store.db.now() + timedelta(days=1)
+    (held,) = store.runs.claim("n1", [c for c in store.runs.pending(horizon, 10) if c.id == claimed])
     store.tasks.set_status("p", TaskStatus.PAUSED)
     assert store.runs.pending(horizon, 10) == []
+    rows = {r.id: r for r in store.history.runs(task="p")}
+    assert {rows[pending].status, rows[claimed].status} == {RunStatus.SKIPPED}
+    assert rows[claimed].error_msg == "task paused before it started"
+    assert store.runs.start(held) is None  # the claim was fenced by the pause
     store.db.write(
         "age",
         lambda conn: conn.execute(
@@ -231,7 +237,7 @@ def test_a_paused_task_has_its_pending_runs_held_and_resume_skips_the_pause(
         resumed.next_start_time is not None
         and resumed.next_start_time > store.db.now() - timedelta(seconds=1)
     )
-    assert [c.id for c in store.runs.pending(horizon, 10)] == [run_id]
+    assert store.runs.pending(horizon, 10) == []  # nothing of the paused time comes back
 
 
 def test_a_finished_task_cannot_be_paused_or_resumed(store: Store) -> None:

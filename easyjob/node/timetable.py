@@ -1,0 +1,206 @@
+"""The node's timetable: runs it claimed, until they end (pure: no threads, clock or database).
+
+A run here is *waiting* (claimed, not started: its fire time has not come, no worker is
+free, or a run of the same exclusive task is ahead of it) or *running* (started, its
+function holds a worker). Only running runs take worker slots: waiting costs nothing but a
+row in memory, so one slow task never blocks the others.
+
+Runs of an exclusive task (overlap ``serial`` or ``skip``) leave the timetable one at a
+time and in fire order: the next waits until the one before it has ended here. The caller
+(the dispatcher) owns the clock and the database: it asks :meth:`Timetable.pop_due` what
+may start now, writes the starts, and reports each run's fate back.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from easyjob.core.records import Run
+from easyjob.core.states import Overlap
+
+__all__ = ["Room", "Timetable"]
+
+#: Weight of the newest run time in the running mean (see :attr:`Timetable.mean_run_s`).
+_EWMA = 0.1
+
+
+@dataclass(frozen=True)
+class Room:
+    """How much a node claims ahead (see :meth:`Timetable.room`)."""
+
+    lookahead_s: float  # the window the node claims runs for
+    max_held: int  # the hard cap on runs held (waiting or running)
+
+
+class Timetable:
+    """Claimed runs by state; see the module docstring. Not thread-safe: one lock around it."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._waiting: dict[int, Run] = {}
+        self._heap: list[tuple[datetime, int, int]] = []  # (ready at, seq, run id), lazy
+        self._ready: dict[int, datetime] = {}
+        self._seq = itertools.count()
+        self._head: dict[int, int] = {}  # exclusive task -> its run that is out or next
+        self._gated: dict[int, list[Run]] = {}  # exclusive task -> runs behind its head
+        self._running: dict[int, Run] = {}
+        self._stuck: set[int] = set()
+        self.mean_run_s = 0.0
+
+    # -- what is held -------------------------------------------------------------------
+
+    def held_ids(self) -> set[int]:
+        return set(self._waiting) | set(self._running)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    @property
+    def stuck(self) -> int:
+        """Runs whose time ran out while their function still holds a worker."""
+        return len(self._stuck)
+
+    def free_workers(self) -> int:
+        return max(0, self.workers - len(self._running))
+
+    def exclusive_tasks_waiting(self) -> set[int]:
+        """Exclusive tasks with a run waiting here: the node claims no more of them (it
+        holds at most one waiting run per exclusive task; later fires stay PENDING)."""
+        return {r.task_id for r in self._waiting.values() if r.overlap != Overlap.ALLOW}
+
+    def room(self, room: Room) -> int:
+        """How many more runs to claim now: what the workers can start within the
+        look-ahead window at the mean run time seen so far (all of them when nothing is
+        known yet), capped by ``max_held``, less the runs already waiting."""
+        if self.mean_run_s > 0:
+            can_start = self.free_workers() + self.workers * room.lookahead_s / self.mean_run_s
+        else:
+            can_start = float(room.max_held)
+        limit = min(float(room.max_held - len(self._running)), can_start)
+        return max(0, int(limit) - len(self._waiting))
+
+    # -- runs coming and going ----------------------------------------------------------
+
+    def add(self, runs: Iterable[Run]) -> None:
+        """Hold *runs* (just claimed) until their due time."""
+        for run in runs:
+            self._waiting[run.id] = run
+            self._schedule(run, run.due_time)
+
+    def _schedule(self, run: Run, at: datetime) -> None:
+        self._ready[run.id] = at
+        heapq.heappush(self._heap, (at, next(self._seq), run.id))
+
+    def next_ready(self) -> datetime | None:
+        """When the earliest waiting run may start (None: nothing waits for a time)."""
+        self._drop_stale()
+        return self._heap[0][0] if self._heap else None
+
+    def _drop_stale(self) -> None:
+        while self._heap:
+            at, _, run_id = self._heap[0]
+            if self._ready.get(run_id) == at and run_id in self._waiting:
+                return
+            heapq.heappop(self._heap)
+
+    def pop_due(self, now: datetime) -> list[Run]:
+        """The waiting runs that may start at database time *now*, in fire order: due, a
+        worker free for each, and at most one run per exclusive task, none while another
+        of its runs is out. Each takes a worker slot until it is reported back with
+        :meth:`started` then :meth:`finished`, or with :meth:`blocked` or :meth:`dropped`."""
+        out: list[Run] = []
+        while len(out) < self.free_workers() and (at := self.next_ready()) is not None:
+            if at > now:
+                break
+            _, _, run_id = heapq.heappop(self._heap)
+            run = self._waiting[run_id]
+            del self._ready[run_id]
+            if run.overlap != Overlap.ALLOW:
+                head = self._head.setdefault(run.task_id, run_id)
+                if head != run_id:  # behind the task's run that is out (or blocked)
+                    self._gated.setdefault(run.task_id, []).append(run)
+                    continue
+            del self._waiting[run_id]
+            self._running[run_id] = run
+            out.append(run)
+        return out
+
+    def overdue(self, now: datetime, before: datetime) -> list[Run]:
+        """Waiting runs due before *before* that no worker is free for at *now*: the node
+        cannot start them on time, so it hands them back to the cluster. They leave."""
+        out: list[Run] = []
+        while self.free_workers() == 0 and (at := self.next_ready()) is not None:
+            if at >= before or at > now:
+                break
+            _, _, run_id = heapq.heappop(self._heap)
+            run = self._waiting.pop(run_id)
+            del self._ready[run_id]
+            self._end_head(run)
+            out.append(run)
+        return out
+
+    def later_waiting(self, run: Run) -> bool:
+        """Whether a later fire of *run*'s task waits here (a late ``fire_once`` run then
+        makes way for it)."""
+        return any(
+            r.task_id == run.task_id and r.fire_time > run.fire_time for r in self._waiting.values()
+        )
+
+    def started(self, run: Run) -> None:
+        """*run* (popped) is RUNNING now, with the version the start wrote."""
+        self._running[run.id] = run
+
+    def blocked(self, run: Run, retry_at: datetime) -> None:
+        """*run* (popped) could not start: a run of its task runs on another node. It
+        waits again, without a worker and still ahead of its task's later runs, until
+        *retry_at*."""
+        self._running.pop(run.id, None)
+        self._waiting[run.id] = run
+        self._schedule(run, retry_at)
+
+    def dropped(self, run: Run) -> None:
+        """*run* (popped) is no longer this node's: closed, released or fenced."""
+        self._running.pop(run.id, None)
+        self._end_head(run)
+
+    def timed_out(self, run_id: int) -> None:
+        """*run_id*'s outcome was written as a timeout while its function goes on."""
+        if run_id in self._running:
+            self._stuck.add(run_id)
+
+    def finished(self, run_id: int, seconds: float) -> None:
+        """*run_id*'s function returned after *seconds*: its worker is free again."""
+        run = self._running.pop(run_id, None)
+        if run is None:
+            return
+        self._stuck.discard(run_id)
+        self._end_head(run)
+        weight = 1.0 if self.mean_run_s == 0 else _EWMA
+        self.mean_run_s += weight * (seconds - self.mean_run_s)
+
+    def _end_head(self, run: Run) -> None:
+        """*run* no longer holds its exclusive task: the next of its runs may go."""
+        if self._head.get(run.task_id) != run.id:
+            return
+        del self._head[run.task_id]
+        for behind in self._gated.pop(run.task_id, []):
+            self._schedule(behind, behind.due_time)
+
+    def drain(self) -> list[Run]:
+        """Every waiting run, removed (the node is stopping: they are handed back)."""
+        runs = list(self._waiting.values())
+        self._waiting.clear()
+        self._ready.clear()
+        self._heap.clear()
+        self._gated.clear()
+        self._head = {t: r for t, r in self._head.items() if r in self._running}
+        return runs

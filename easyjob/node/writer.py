@@ -1,0 +1,120 @@
+"""The one writer of a node's run states: start, success, failure, timeout, release, close.
+
+Only the dispatcher thread calls it (at shutdown, the thread that stops the node, once the
+dispatcher thread has ended), so a run's state is written from one place. Every write is
+version-checked by the store (a fenced write changes nothing and says so) and retried on
+transient errors by the store's one retry policy, which is bounded. A write that still
+fails (the database stayed down past that deadline, or the error is permanent) is given
+up: it is logged with the runs it concerned and reported as ``None``. The dispatcher then
+forgets those runs; the database still says this node holds them, and the node's orphan
+sweep takes them back as new attempts (at least once: a run whose function returned but
+whose success could not be written runs again).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from easyjob.core.records import Run
+from easyjob.core.states import RunStatus
+from easyjob.logs import ContextLogger, run_context
+from easyjob.store import Store
+from easyjob.store.runs import Starts
+
+__all__ = ["RunWriter"]
+
+T = TypeVar("T")
+
+
+class RunWriter:
+    """See the module docstring."""
+
+    def __init__(self, store: Store, node_id: str) -> None:
+        self._store = store
+        self._log = ContextLogger(logging.getLogger("easyjob.worker"), {"node_id": node_id})
+        self.given_up = 0  # writes abandoned to the orphan sweep
+
+    def start(self, runs: Sequence[Run], exclusive: set[int]) -> Starts | None:
+        """CLAIMED -> RUNNING for *runs* in one statement (see ``RunStore.start_many``)."""
+        return self._write(
+            runs, "start", lambda: self._store.runs.start_many(runs, exclusive=exclusive)
+        )
+
+    def succeed(self, runs: Sequence[Run]) -> set[int] | None:
+        """RUNNING -> SUCCESS for *runs*; the ids written (the others were fenced)."""
+        return self._write(
+            runs, "record the success of", lambda: self._store.runs.finish_many(runs)
+        )
+
+    def fail(self, run: Run, error: str) -> bool | None:
+        """RUNNING -> FAILED with *error*, and its next attempt if it has retries left."""
+        retry_in = None
+        if run.attempt <= run.retries:
+            retry_in = timedelta(milliseconds=run.retry_delay_ms) * (2 ** (run.attempt - 1))
+        won = self._write(
+            [run],
+            "record the failure of",
+            lambda: self._store.runs.fail(run, error, retry_in=retry_in),
+        )
+        if won:
+            self.say(
+                logging.WARNING,
+                run,
+                "failed (attempt %d)%s: %s",
+                run.attempt,
+                f", retry in {retry_in}" if retry_in else "",
+                error.splitlines()[-1] if error else "",
+            )
+        elif won is False:
+            self.fenced(run)
+        return won
+
+    def release(self, run: Run, why: str) -> bool | None:
+        """CLAIMED -> PENDING: any node may claim *run* again."""
+        won = self._write([run], "release", lambda: self._store.runs.release(run))
+        if won:
+            self.say(logging.INFO, run, "released (%s)", why)
+        return won
+
+    def close(self, run: Run, status: RunStatus, reason: str) -> bool | None:
+        """CLAIMED -> MISSED or SKIPPED with *reason* (misfire or overlap policy)."""
+        won = self._write(
+            [run],
+            f"close as {status}",
+            lambda: self._store.runs.close_unstarted(run, status, reason),
+        )
+        if won is False:
+            self.say(logging.WARNING, run, "could not be closed as %s (fenced)", status)
+        elif won:
+            self.say(logging.INFO, run, "%s", reason)
+        return won
+
+    def fenced(self, run: Run) -> None:
+        self.say(
+            logging.WARNING,
+            run,
+            "its outcome was fenced: it was taken over, timed out or paused meanwhile",
+        )
+
+    def _write(self, runs: Sequence[Run], what: str, write: Callable[[], T]) -> T | None:
+        try:
+            return write()
+        except Exception:
+            self.given_up += len(runs)
+            ids = ", ".join(str(r.id) for r in runs[:20]) + (" ..." if len(runs) > 20 else "")
+            self._log.exception(
+                "could not %s run(s) %s; giving up: this node forgets them and its orphan "
+                "sweep takes them back",
+                what,
+                ids,
+            )
+            return None
+
+    def say(self, level: int, run: Run, msg: str, *args: object, **kwargs: Any) -> None:
+        extra = run_context(run.task_name, run.fire_time, run.id, run.attempt)
+        self._log.log(
+            level, f"run %s of %s: {msg}", run.id, run.task_name, *args, extra=extra, **kwargs
+        )
