@@ -92,7 +92,7 @@ class Dispatcher:
     def room(self) -> int:
         """How many more runs this node should claim now (0 once it is stopping)."""
         with self._lock:
-            return 0 if self._closed else self._table.room(self._room)
+            return 0 if self._closed else self._table.room(self._room, self._clock.monotonic())
 
     def exclusive_waiting(self) -> set[int]:
         """Exclusive tasks with a run waiting here: not to be claimed more of."""
@@ -274,7 +274,7 @@ class Dispatcher:
         deadline = None if timeout is None else self._clock.monotonic() + timeout
         active = _Active(run, deadline)
         with self._lock:
-            self._table.started(run)
+            self._table.started(run, self._clock.monotonic())
             self._active[run.id] = active
         self.jobs.submit(run, active.cancel)
 

@@ -7,11 +7,13 @@ import os
 import resource
 import signal
 import threading
+from concurrent.futures import Executor
 from types import FrameType
 from typing import Any
 
 from easyjob.clock import Clock, SystemClock
 from easyjob.core.config import NodeConfig
+from easyjob.core.records import TaskSpec
 from easyjob.core.states import NodeStatus
 from easyjob.core.strategies import load_strategy
 from easyjob.logs import ContextLogger
@@ -45,8 +47,10 @@ class Node:
         *,
         registry: Registry | None = None,
         clock: Clock | None = None,
+        pool: Executor | None = None,
     ) -> None:
         self.store = store
+        self._pool = pool
         self.config = config or NodeConfig()
         self.registry = registry if registry is not None else default_registry
         self.clock = clock or SystemClock()
@@ -63,6 +67,24 @@ class Node:
 
     def start(self) -> None:
         """Register this node and its tasks, then start its threads."""
+        specs = self.prepare()
+        for part in (self.heartbeat, self.dispatcher, self.loader, self.recovery):
+            part.start()
+        self._threads_started = True
+        self._started_at = self.clock.monotonic()
+        self.log.info(
+            "node %s started: %d task(s), strategy %s, %s claims, %d worker(s), database %s",
+            self.config.node_id,
+            len(specs),
+            self.config.strategy,
+            self.config.claim_mode,
+            self.config.workers,
+            self.store.db.url,
+        )
+
+    def prepare(self) -> list[TaskSpec]:
+        """Register this node and its tasks and build its parts, without starting their
+        threads (:meth:`start` does; tests step the parts themselves). Returns the specs."""
         if self.config.claim_mode == "skip_locked":
             self.store.db.require_skip_locked()
         specs = self.registry.resolved()
@@ -83,6 +105,7 @@ class Node:
             self.clock,
             self.liveness,
             registered,
+            pool=self._pool,
             on_free=lambda: self.loader.wake(),
         )
         self.loader = Loader(
@@ -101,19 +124,7 @@ class Node:
         self.heartbeat.register()
         self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
         self._recover_predecessor()
-        for part in (self.heartbeat, self.dispatcher, self.loader, self.recovery):
-            part.start()
-        self._threads_started = True
-        self._started_at = self.clock.monotonic()
-        self.log.info(
-            "node %s started: %d task(s), strategy %s, %s claims, %d worker(s), database %s",
-            self.config.node_id,
-            len(specs),
-            self.config.strategy,
-            self.config.claim_mode,
-            self.config.workers,
-            self.store.db.url,
-        )
+        return specs
 
     def _recover_predecessor(self) -> None:
         """A restart under a configured id is a new incarnation: whatever the crashed

@@ -48,6 +48,7 @@ class Timetable:
         self._head: dict[int, int] = {}  # exclusive task -> its run that is out or next
         self._gated: dict[int, list[Run]] = {}  # exclusive task -> runs behind its head
         self._running: dict[int, Run] = {}
+        self._since: dict[int, float] = {}  # running run -> when it started (monotonic)
         self._stuck: set[int] = set()
         self.mean_run_s = 0.0
 
@@ -77,12 +78,19 @@ class Timetable:
         holds at most one waiting run per exclusive task; later fires stay PENDING)."""
         return {r.task_id for r in self._waiting.values() if r.overlap != Overlap.ALLOW}
 
-    def room(self, room: Room) -> int:
-        """How many more runs to claim now: what the workers can start within the
-        look-ahead window at the mean run time seen so far (all of them when nothing is
-        known yet), capped by ``max_held``, less the runs already waiting."""
-        if self.mean_run_s > 0:
-            can_start = self.free_workers() + self.workers * room.lookahead_s / self.mean_run_s
+    def room(self, room: Room, now: float) -> int:
+        """How many more runs to claim at monotonic time *now*: what the workers can start
+        within the look-ahead window, capped by ``max_held``, less the runs already
+        waiting. The window holds ``workers * lookahead / expected run time`` starts after
+        the free workers': the expected time is the mean run time seen so far, or, while
+        every worker is busy, the mean age of the running jobs when that is longer (a
+        node whose workers all hang claims next to nothing). Nothing known yet: the cap."""
+        expected = self.mean_run_s
+        if self.free_workers() == 0 and self._since:
+            ages = [now - at for at in self._since.values()]
+            expected = max(expected, sum(ages) / len(ages))
+        if expected > 0:
+            can_start = self.free_workers() + self.workers * room.lookahead_s / expected
         else:
             can_start = float(room.max_held)
         limit = min(float(room.max_held - len(self._running)), can_start)
@@ -155,9 +163,11 @@ class Timetable:
             r.task_id == run.task_id and r.fire_time > run.fire_time for r in self._waiting.values()
         )
 
-    def started(self, run: Run) -> None:
-        """*run* (popped) is RUNNING now, with the version the start wrote."""
+    def started(self, run: Run, at: float) -> None:
+        """*run* (popped) is RUNNING since monotonic time *at*, with the version the start
+        wrote."""
         self._running[run.id] = run
+        self._since[run.id] = at
 
     def blocked(self, run: Run, retry_at: datetime) -> None:
         """*run* (popped) could not start: a run of its task runs on another node. It
@@ -170,6 +180,7 @@ class Timetable:
     def dropped(self, run: Run) -> None:
         """*run* (popped) is no longer this node's: closed, released or fenced."""
         self._running.pop(run.id, None)
+        self._since.pop(run.id, None)
         self._end_head(run)
 
     def timed_out(self, run_id: int) -> None:
@@ -182,6 +193,7 @@ class Timetable:
         run = self._running.pop(run_id, None)
         if run is None:
             return
+        self._since.pop(run_id, None)
         self._stuck.discard(run_id)
         self._end_head(run)
         weight = 1.0 if self.mean_run_s == 0 else _EWMA

@@ -217,7 +217,9 @@ def test_a_pause_closes_the_task_s_unstarted_runs_and_resume_skips_the_pause(
 
     pending, claimed = make_pending(store, "p", fires=2)
     horizon = store.db.now() + timedelta(days=1)
-    (held,) = store.runs.claim("n1", [c for c in store.runs.pending(horizon, 10) if c.id == claimed])
+    (held,) = store.runs.claim(
+        "n1", [c for c in store.runs.pending(horizon, 10) if c.id == claimed]
+    )
     store.tasks.set_status("p", TaskStatus.PAUSED)
     assert store.runs.pending(horizon, 10) == []
     rows = {r.id: r for r in store.history.runs(task="p")}

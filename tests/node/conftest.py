@@ -1,0 +1,153 @@
+"""In-process node tests: the loader, timetable and dispatcher of real nodes, stepped by the
+test under a FakeClock, on a real SQLite file whose database time is that clock.
+
+Nothing sleeps: the test moves the clock and steps the parts. Jobs run on a
+:class:`ManualPool`, where they wait until the test lets them return, so a "slow" job is
+one the test keeps running while it moves the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from easyjob import FakeClock, NodeConfig, scheduled
+from easyjob.core.records import HistoryRow
+from easyjob.core.states import RunStatus
+from easyjob.node.node import Node
+from easyjob.registry import Registry
+from easyjob.store import Store
+from easyjob.store.schema import task_detail_table as d
+
+START = datetime(2030, 1, 1, 0, 0, 0, 500_000, tzinfo=UTC)  # half a second before a fire
+
+
+class ManualPool(Executor):
+    """Jobs wait here until :meth:`finish` runs them, on the test's thread."""
+
+    def __init__(self) -> None:
+        self.queued: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.queued.append((fn, args))
+        done: Future[Any] = Future()
+        done.set_result(None)
+        return done
+
+    def finish(self, keep: Callable[[str], bool] = lambda name: False) -> int:
+        """Let every queued job return but those of tasks *keep* says to keep running."""
+        go = [(fn, args) for fn, args in self.queued if not keep(args[0].task_name)]
+        self.queued = [(fn, args) for fn, args in self.queued if keep(args[0].task_name)]
+        for fn, args in go:
+            fn(*args)
+        return len(go)
+
+    def running(self) -> list[str]:
+        return [args[0].task_name for _, args in self.queued]
+
+
+class Rig:
+    """One node's parts on a fake clock; :meth:`tick` is a moment of a node's life."""
+
+    def __init__(self, tmp: Path, registry: Registry, **config: Any) -> None:
+        self.clock = FakeClock(START)
+        self.store = Store.open(f"sqlite:///{tmp / 'node.db'}", create=True, clock=self.clock)
+        self.pool = ManualPool()
+        config = {"node_id": "n1", "poll": 1.0, **config}
+        self.node = Node(
+            self.store, NodeConfig(**config), registry=registry, clock=self.clock, pool=self.pool
+        )
+        self.node.prepare()
+        self.keep: Callable[[str], bool] = lambda name: False
+
+    def tick(self, seconds: float = 0.0) -> None:
+        """Move the clock, then do what the node's threads would: heartbeat, load (until
+        the loader has nothing more at once), dispatch, let jobs return, write outcomes."""
+        if seconds:
+            self.clock.advance(seconds)
+        node = self.node
+        node.heartbeat.step()
+        for _ in range(50):
+            if node.loader.step() != 0.0:
+                break
+        for _ in range(50):
+            node.dispatcher.step()
+            if not self.pool.finish(self.keep):
+                break
+        node.dispatcher.step()
+
+    def run_for(self, seconds: float, step: float = 0.1) -> None:
+        for _ in range(round(seconds / step)):
+            self.tick(step)
+
+    def history(self, task: str) -> list[HistoryRow]:
+        return sorted(
+            self.store.history.runs(task=task, limit=100_000), key=lambda r: (r.fire_time, r.id)
+        )
+
+    def statuses(self, task: str) -> dict[RunStatus, int]:
+        out: dict[RunStatus, int] = {}
+        for row in self.history(task):
+            out[row.status] = out.get(row.status, 0) + 1
+        return out
+
+    def lateness_ms(self, task: str) -> list[float]:
+        return [
+            (r.start_time - r.fire_time).total_seconds() * 1000
+            for r in self.history(task)
+            if r.start_time is not None
+        ]
+
+    def sql(self, text: str) -> None:
+        self.store.db.write("test sql", lambda conn: conn.execute(sa.text(text)))
+
+    def age_pending(self, seconds: float) -> None:
+        """Move every PENDING run's due and fire time back by *seconds*."""
+        delta = timedelta(seconds=seconds)
+
+        def age(conn: sa.Connection) -> None:
+            rows = conn.execute(
+                sa.select(d.c.id, d.c.fire_time, d.c.due_time).where(d.c.status == "PENDING")
+            ).all()
+            for row in rows:
+                conn.execute(
+                    d.update()
+                    .where(d.c.id == row.id)
+                    .values(fire_time=row.fire_time - delta, due_time=row.due_time - delta)
+                )
+
+        self.store.db.write("age", age)
+
+
+@pytest.fixture
+def registry() -> Registry:
+    return Registry()
+
+
+@pytest.fixture
+def rig(tmp_path: Path, registry: Registry) -> Iterator[Callable[..., Rig]]:
+    made: list[Rig] = []
+
+    def make(**config: Any) -> Rig:
+        made.append(Rig(tmp_path, registry, **config))
+        return made[-1]
+
+    yield make
+    for rig_ in made:
+        rig_.store.close()
+
+
+def task(registry: Registry, name: str, cron: str = "* * * * * *", **options: Any) -> None:
+    """Declare a no-op task *name* in *registry*."""
+
+    def job() -> None:
+        pass
+
+    job.__qualname__ = name
+    scheduled(cron, name=name, registry=registry, **options)(job)

@@ -1,0 +1,167 @@
+"""The run pipeline of one node, stepped under a fake clock on real SQLite (see conftest)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from easyjob.core.states import RunStatus, TaskStatus
+from easyjob.registry import Registry
+from tests.node.conftest import Rig, task
+
+
+def test_a_slow_serial_task_does_not_starve_a_trivial_one(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    task(registry, "slow")  # every second, serial (the default), takes 2.5 s
+    task(registry, "quick")
+    node = rig(workers=2)
+    started: dict[int, float] = {}
+
+    def keep(name: str) -> bool:
+        if name != "slow":
+            return False
+        for run in node.store.history.runs(task="slow", status=RunStatus.RUNNING):
+            started.setdefault(run.id, node.clock.monotonic())
+            return node.clock.monotonic() - started[run.id] < 2.5
+        return False
+
+    node.keep = keep
+    node.run_for(40)
+    quick = node.statuses("quick")
+    assert quick.get(RunStatus.SUCCESS, 0) >= 39 and set(quick) <= {
+        RunStatus.SUCCESS,
+        RunStatus.CLAIMED,
+        RunStatus.PENDING,
+    }
+    late = sorted(node.lateness_ms("quick"))
+    assert late[int(len(late) * 0.99) - 1] < 1000, late[-5:]
+    slow = node.history("slow")
+    ran = [r for r in slow if r.status == RunStatus.SUCCESS]
+    assert 14 <= len(ran) <= 17  # one every 2.5 s
+    starts = [r.start_time for r in ran]
+    assert starts == sorted(starts) and [r.fire_time for r in ran] == sorted(
+        r.fire_time for r in ran
+    ), "serial fires start in fire order"
+    assert node.node.dispatcher.counts()["waiting"] <= 2  # one waiting run per serial task
+
+
+def test_waiting_runs_take_no_worker_slot(rig: Callable[..., Rig], registry: Registry) -> None:
+    for i in range(50):
+        task(registry, f"t{i}", overlap="allow")
+    task(registry, "serial")
+    node = rig(workers=2, lookahead=3.0)
+    node.tick()
+    counts = node.node.dispatcher.counts()
+    assert counts["waiting"] >= 150 and counts["running"] == 0  # 3 s of fires, 2 workers
+    held = node.store.history.runs(task="serial", status=RunStatus.CLAIMED)
+    assert len(held) == 1  # at most one waiting run of a serial task; the rest stay PENDING
+    node.run_for(5)
+    for name in [f"t{i}" for i in range(50)] + ["serial"]:
+        assert node.statuses(name).get(RunStatus.SUCCESS, 0) >= 4
+
+
+def test_a_run_never_starts_before_its_fire_time(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    task(registry, "t")
+    node = rig()
+    node.tick()  # claimed ahead: the fire at 00:00:01 waits
+    node.tick(0.499)
+    assert node.statuses("t").get(RunStatus.SUCCESS) is None
+    node.tick(0.001)
+    assert node.statuses("t").get(RunStatus.SUCCESS) == 1
+    assert all(ms >= 0 for ms in node.lateness_ms("t"))
+
+
+def test_a_restart_after_a_backlog_runs_a_fire_once_task_once_and_misses_the_rest(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    task(registry, "once", "*/5 * * * * *", misfire_grace=1)
+    task(registry, "skipper", "*/5 * * * * *", misfire="skip", misfire_grace=1)
+    task(registry, "all", "*/5 * * * * *", misfire="catch_up", misfire_grace=1, overlap="allow")
+    node = rig(lookahead=60.0)
+    node.tick()  # fires for the next minute written and claimed...
+    node.node.dispatcher.close(0)  # ...then the node dies with them in hand
+    node.sql("UPDATE easy_job_task_detail SET status = 'PENDING', node_id = NULL")
+    node.age_pending(120)  # two minutes later, the next incarnation finds the backlog
+    node = rig(node_id="n2", lookahead=2.0)
+    node.tick()
+    once = node.statuses("once")
+    assert once[RunStatus.SUCCESS] == 1 and once[RunStatus.MISSED] >= 10
+    skipper = node.statuses("skipper")
+    assert RunStatus.SUCCESS not in skipper and skipper[RunStatus.MISSED] >= 11
+    assert node.statuses("all")[RunStatus.SUCCESS] >= 12  # every late fire, oldest first
+    missed = [r for r in node.history("once") if r.status == RunStatus.MISSED]
+    assert missed[0].error_msg == "missed: not started within its misfire grace (policy fire_once)"
+
+
+def test_a_pause_stops_runs_already_claimed(rig: Callable[..., Rig], registry: Registry) -> None:
+    task(registry, "p", overlap="allow")
+    node = rig(lookahead=3.0)
+    node.tick()
+    assert node.node.dispatcher.counts()["waiting"] >= 2
+    node.store.tasks.set_status("p", TaskStatus.PAUSED)
+    node.run_for(3)
+    rows = node.history("p")
+    assert [r.status for r in rows if r.start_time is not None] == []
+    assert {r.status for r in rows} == {RunStatus.SKIPPED}
+    assert {r.error_msg for r in rows} == {"task paused before it started"}
+    assert node.node.dispatcher.counts()["waiting"] == 0
+
+
+def test_a_permanent_write_error_is_given_up_and_the_run_recovered(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    task(registry, "t", "0 0 * * * *")  # hourly: one fire in the test
+    node = rig()
+    node.sql(
+        "CREATE TRIGGER no_success BEFORE UPDATE OF status ON easy_job_task_detail "
+        "WHEN NEW.status = 'SUCCESS' BEGIN SELECT RAISE(ABORT, 'injected permanent error'); END"
+    )
+    node.clock.advance(3599.5)
+    node.tick()
+    node.tick(0.5)
+    assert node.node.dispatcher.counts() == {"waiting": 0, "running": 0, "stuck": 0, "given_up": 1}
+    assert [r.status for r in node.history("t")] == [RunStatus.RUNNING]
+    node.sql("DROP TRIGGER no_success")
+    recovery = node.node.recovery
+    assert recovery.sweep_orphans() == 0  # seen once: a suspect
+    assert recovery.sweep_orphans() == 1  # seen again at the same version: taken back
+    node.tick(0.1)
+    assert [r.status for r in node.history("t")] == [RunStatus.ABANDONED, RunStatus.SUCCESS]
+
+
+def test_runs_no_worker_can_take_within_the_grace_are_handed_back(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    task(registry, "hog", "1 0 0 * * *")  # at 00:00:01
+    task(registry, "t", "2-59 * * * * *", overlap="allow")
+    node = rig(workers=1, overdue_grace=1.0)
+    node.keep = lambda name: name == "hog"
+    node.tick()
+    node.tick(0.5)  # hog starts and keeps the only worker
+    node.run_for(3)
+    released = node.statuses("t")
+    assert RunStatus.SUCCESS not in released and released.get(RunStatus.PENDING, 0) >= 2
+    node.keep = lambda name: False
+    node.tick(0.1)
+    assert node.statuses("hog") == {RunStatus.SUCCESS: 1}
+
+
+def test_a_timed_out_job_is_failed_and_counted_stuck_until_it_returns(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    task(registry, "hang", "0 0 * * * *", timeout=2)
+    node = rig()
+    node.keep = lambda name: name == "hang"
+    node.clock.advance(3599.5)
+    node.tick()
+    node.tick(0.5)
+    node.tick(2.0)
+    assert node.node.dispatcher.counts()["stuck"] == 1
+    (row,) = node.history("hang")
+    assert row.status == RunStatus.FAILED and row.error_msg == "timed out after 2s"
+    node.keep = lambda name: False
+    node.tick(0.1)
+    assert node.node.dispatcher.counts()["stuck"] == 0
+    assert [r.status for r in node.history("hang")] == [RunStatus.FAILED]
