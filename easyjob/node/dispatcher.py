@@ -120,7 +120,7 @@ class Dispatcher:
             closed = self._closed
             if not closed:
                 self.claimed += len(runs)
-                self._table.add(runs)
+                self._table.add(runs, self._liveness.db_now())
                 self._poke()
         for run in runs if closed else ():
             self.writer.release(run, "the node is stopping")
@@ -284,7 +284,7 @@ class Dispatcher:
 
     def _hand_back(self, now: datetime) -> None:
         with self._lock:
-            late = [] if self._closed else self._table.overdue(now, now - self._grace)
+            late = [] if self._closed else self._table.overdue(now, self._grace)
         for run in late:
             self.writer.release(run, f"no worker was free within {self._grace.total_seconds():g}s")
 

@@ -17,7 +17,7 @@ import heapq
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from easyjob.core.records import Run
 from easyjob.core.states import Overlap
@@ -44,6 +44,7 @@ class Timetable:
         self._waiting: dict[int, Run] = {}
         self._heap: list[tuple[datetime, int, int]] = []  # (ready at, seq, run id), lazy
         self._ready: dict[int, datetime] = {}
+        self._added: dict[int, datetime] = {}  # waiting run -> when it was claimed
         self._seq = itertools.count()
         self._head: dict[int, int] = {}  # exclusive task -> its run that is out or next
         self._gated: dict[int, list[Run]] = {}  # exclusive task -> runs behind its head
@@ -98,10 +99,11 @@ class Timetable:
 
     # -- runs coming and going ----------------------------------------------------------
 
-    def add(self, runs: Iterable[Run]) -> None:
-        """Hold *runs* (just claimed) until their due time."""
+    def add(self, runs: Iterable[Run], now: datetime) -> None:
+        """Hold *runs* (claimed at database time *now*) until their due time."""
         for run in runs:
             self._waiting[run.id] = run
+            self._added[run.id] = now
             self._schedule(run, run.due_time)
 
     def _schedule(self, run: Run, at: datetime) -> None:
@@ -126,7 +128,7 @@ class Timetable:
         of its runs is out. Each takes a worker slot until it is reported back with
         :meth:`started` then :meth:`finished`, or with :meth:`blocked` or :meth:`dropped`."""
         out: list[Run] = []
-        while len(out) < self.free_workers() and (at := self.next_ready()) is not None:
+        while self.free_workers() > 0 and (at := self.next_ready()) is not None:
             if at > now:
                 break
             _, _, run_id = heapq.heappop(self._heap)
@@ -138,22 +140,33 @@ class Timetable:
                     self._gated.setdefault(run.task_id, []).append(run)
                     continue
             del self._waiting[run_id]
+            del self._added[run_id]
             self._running[run_id] = run
             out.append(run)
         return out
 
-    def overdue(self, now: datetime, before: datetime) -> list[Run]:
-        """Waiting runs due before *before* that no worker is free for at *now*: the node
-        cannot start them on time, so it hands them back to the cluster. They leave."""
+    def overdue(self, now: datetime, grace: timedelta) -> list[Run]:
+        """Waiting runs that no worker was free for within *grace* of their due time (or
+        of their claim, for runs claimed late) at database time *now*: the node cannot
+        start them on time, so it hands them back to the cluster. They leave."""
         out: list[Run] = []
+        kept: list[tuple[datetime, int, int]] = []
+        before = now - grace
         while self.free_workers() == 0 and (at := self.next_ready()) is not None:
-            if at >= before or at > now:
+            if at >= before:
                 break
-            _, _, run_id = heapq.heappop(self._heap)
+            entry = heapq.heappop(self._heap)
+            run_id = entry[2]
+            if self._added[run_id] >= before:
+                kept.append(entry)
+                continue
             run = self._waiting.pop(run_id)
             del self._ready[run_id]
+            del self._added[run_id]
             self._end_head(run)
             out.append(run)
+        for entry in kept:
+            heapq.heappush(self._heap, entry)
         return out
 
     def later_waiting(self, run: Run) -> bool:
@@ -175,6 +188,7 @@ class Timetable:
         *retry_at*."""
         self._running.pop(run.id, None)
         self._waiting[run.id] = run
+        self._added[run.id] = retry_at
         self._schedule(run, retry_at)
 
     def dropped(self, run: Run) -> None:
@@ -212,6 +226,7 @@ class Timetable:
         runs = list(self._waiting.values())
         self._waiting.clear()
         self._ready.clear()
+        self._added.clear()
         self._heap.clear()
         self._gated.clear()
         self._head = {t: r for t, r in self._head.items() if r in self._running}

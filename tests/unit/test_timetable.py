@@ -1,0 +1,126 @@
+"""The timetable alone: which claimed runs may start, and how much a node claims ahead."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from easyjob.core.records import Run
+from easyjob.core.states import Misfire, Overlap, RunStatus, Trigger
+from easyjob.node.timetable import Room, Timetable
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+GRACE = timedelta(seconds=1)
+_ids = iter(range(1, 10_000))
+
+
+def run(task: int, second: float, overlap: Overlap = Overlap.ALLOW) -> Run:
+    at = T0 + timedelta(seconds=second)
+    return Run(
+        id=next(_ids),
+        version=1,
+        status=RunStatus.CLAIMED,
+        node_id="n",
+        task_id=task,
+        task_name=f"t{task}",
+        func=f"m:t{task}",
+        kwargs={},
+        fire_time=at,
+        due_time=at,
+        attempt=1,
+        triggered_by=Trigger.CRON,
+        pid=None,
+        overlap=overlap,
+        retries=0,
+        retry_delay_ms=1000,
+        timeout_ms=None,
+        misfire=Misfire.FIRE_ONCE,
+        misfire_grace_ms=60_000,
+    )
+
+
+def at(second: float) -> datetime:
+    return T0 + timedelta(seconds=second)
+
+
+def test_runs_wait_without_a_worker_until_due_then_start_in_due_order() -> None:
+    table = Timetable(workers=2)
+    runs = [run(1, 3), run(2, 1), run(3, 2)]
+    table.add(runs, T0)
+    assert table.pop_due(at(0.9)) == [] and table.free_workers() == 2
+    assert table.next_ready() == at(1)
+    assert [r.task_id for r in table.pop_due(at(5))] == [2, 3]  # two workers
+    assert table.free_workers() == 0 and table.waiting == 1
+    table.finished(runs[1].id, 0.5)
+    assert [r.task_id for r in table.pop_due(at(5))] == [1]
+
+
+def test_an_exclusive_task_starts_one_run_at_a_time_in_fire_order() -> None:
+    table = Timetable(workers=4)
+    first, second, third = (run(7, s, Overlap.SERIAL) for s in (1, 2, 3))
+    table.add([third, first, second], T0)
+    assert table.pop_due(at(10)) == [first]
+    assert table.pop_due(at(10)) == []  # the others wait behind it, holding no worker
+    assert table.free_workers() == 3 and table.exclusive_tasks_waiting() == {7}
+    table.blocked(first, retry_at=at(11))  # it runs elsewhere: first stays ahead
+    assert table.pop_due(at(10.5)) == []
+    assert table.pop_due(at(11)) == [first]
+    table.started(first, 0.0)
+    table.finished(first.id, 1.0)
+    assert table.pop_due(at(11)) == [second]
+    table.dropped(second)
+    assert table.pop_due(at(11)) == [third]
+
+
+def test_later_waiting_tells_whether_a_later_fire_of_the_task_is_held() -> None:
+    table = Timetable(workers=1)
+    early, late = run(4, 1, Overlap.SERIAL), run(4, 2, Overlap.SERIAL)
+    table.add([early, late], T0)
+    assert table.later_waiting(early) and not table.later_waiting(late)
+
+
+def test_due_runs_without_a_worker_past_the_grace_are_handed_back() -> None:
+    table = Timetable(workers=1)
+    hog, waiting = run(1, 0), run(2, 1)
+    table.add([hog, waiting], T0)
+    assert table.pop_due(at(1)) == [hog]
+    assert table.overdue(at(1.5), GRACE) == []  # not yet past the grace
+    assert table.overdue(at(2.5), GRACE) == [waiting]
+    assert table.waiting == 0
+    late = run(2, 1)  # claimed late: the grace counts from its claim
+    table.add([late], at(5))
+    assert table.overdue(at(5.5), GRACE) == []
+    assert table.overdue(at(6.5), GRACE) == [late]
+    table.finished(hog.id, 2.5)
+    assert table.overdue(at(9), GRACE) == []
+
+
+def test_room_follows_what_the_workers_can_start_within_the_window() -> None:
+    room = Room(lookahead_s=2.0, max_held=1000)
+    table = Timetable(workers=4)
+    assert table.room(room, now=0.0) == 1000  # nothing known: the cap
+    table.add([run(1, 1)], T0)
+    (r,) = table.pop_due(at(1))
+    table.started(r, 0.0)
+    table.finished(r.id, 0.5)  # runs take 0.5 s: 4 workers start 16 in 2 s, plus 4 free
+    assert table.room(room, now=1.0) == 20
+    table.add([run(2, 5) for _ in range(15)], T0)
+    assert table.room(room, now=1.0) == 5
+    hogs = [run(3, 0) for _ in range(4)]
+    table.add(hogs, T0)
+    for hog in table.pop_due(at(0.5)):
+        table.started(hog, 1.0)
+    assert table.free_workers() == 0
+    assert table.room(room, now=11.0) == 0  # every worker busy for 10 s: claim nothing
+
+
+def test_drain_hands_back_every_waiting_run() -> None:
+    table = Timetable(workers=1)
+    a, b = run(9, 1, Overlap.SERIAL), run(9, 2, Overlap.SERIAL)
+    table.add([a, b], T0)
+    assert table.pop_due(at(5)) == [a]
+    assert table.pop_due(at(5)) == []
+    assert table.drain() == [b]
+    assert table.held_ids() == {a.id}
+    table.finished(replace(a).id, 1.0)
+    assert table.held_ids() == set()
