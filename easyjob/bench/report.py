@@ -12,7 +12,7 @@ __all__ = ["render"]
 def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) -> str:
     lines = [f"easyjob bench on {backend}"]
     header = (
-        f"{'nodes':>5} {'tasks':>7} {'expected/s':>10} {'runs/s':>9} {'missed':>7} "
+        f"{'settings':>8} {'nodes':>5} {'tasks':>7} {'expected/s':>10} {'runs/s':>9} {'missed':>7} "
         f"{'dups':>5} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} "
         f"{'lost':>6} {'rt/run':>7} {'rt/s/node':>9} {'cpu s/node':>10}"
     )
@@ -21,10 +21,12 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
         cpu = sum(f.cpu_s_per_node.values()) / max(1, len(f.cpu_s_per_node))
         lat = f.lateness_ms
         lines.append(
-            f"{f.nodes:>5} {f.tasks:>7} {f.expected_per_s:>10.0f} {f.runs_per_s:>9.1f} "
+            f"{f.settings:>8} {f.nodes:>5} {f.tasks:>7} {f.expected_per_s:>10.0f} "
+            f"{f.runs_per_s:>9.1f} "
             f"{f.missed:>7} {f.duplicates:>5} {lat['p50']:>8.1f} {lat['p95']:>8.1f} "
             f"{lat['p99']:>8.1f} {lat['max']:>8.1f} {f.claims_lost:>6} "
-            f"{f.round_trips_per_run:>7.2f} {f.round_trips_per_node_s:>9.1f} {cpu:>10.1f}"
+            f"{f.round_trips_per_run:>7.2f} {f.round_trips_per_node_s:>9.1f} {cpu:>10.1f} "
+            f"{f.cpu_ms_per_run:>10.2f}"
         )
     if probe is not None and trials:
         best = max(f.runs_per_s for f in trials)
@@ -42,6 +44,7 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
     lines.append(
         "runs/s and lateness (start_time - fire_time, database time) over the steady window; "
         "lost = claim races lost; rt/run = statements + commits per completed run; "
-        "rt/s/node = statements + commits per second per node"
+        "rt/s/node = statements + commits per second per node; cpu ms/run = the nodes' CPU "
+        "over the trial per run of the window; settings: default = no tuning flag"
     )
     return "\n".join(lines)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from easyjob.bench.metrics import TrialFigures, measure
+from easyjob.core.config import NodeConfig
 from easyjob.core.records import TaskSpec
 from easyjob.core.states import RunStatus
 from easyjob.errors import ConfigError
@@ -50,13 +51,28 @@ class TrialConfig:
     tasks: int = 100
     duration: float = 30.0
     cron: str = "* * * * * *"
-    workers: int = 32
-    poll: float = 0.2
-    heartbeat: float = 1.0
+    #: node settings; None: the node's default (``NodeConfig``)
+    workers: int | None = None
+    poll: float | None = None
+    heartbeat: float | None = None
     warmup: float = 3.0
     strategy: str = "default"
     claim_mode: str = "optimistic"
     idle_tasks: int = 0
+
+    @property
+    def settings(self) -> str:
+        """``default`` when the nodes run with default settings, else ``tuned``."""
+        tuned = (self.workers, self.poll, self.heartbeat) != (None, None, None)
+        return "tuned" if tuned else "default"
+
+    def defaults(self) -> TrialConfig:
+        """This trial with the nodes at default settings."""
+        return replace(self, workers=None, poll=None, heartbeat=None)
+
+    @property
+    def heartbeat_s(self) -> float:
+        return self.heartbeat if self.heartbeat is not None else NodeConfig().heartbeat
 
 
 def run_trial(
@@ -102,6 +118,7 @@ def run_trial(
             node_stats=stats,
             idle_tasks=config.idle_tasks,
             claim_mode=config.claim_mode,
+            settings=config.settings,
         )
     finally:
         store.close()
@@ -162,12 +179,9 @@ def _start_nodes(config: TrialConfig, workdir: Path) -> list[subprocess.Popen[by
             config.db,
             "--node-id",
             f"bench-node-{i}",
-            "--workers",
-            str(config.workers),
-            "--poll",
-            str(config.poll),
-            "--heartbeat",
-            str(config.heartbeat),
+            *_flag("--workers", config.workers),
+            *_flag("--poll", config.poll),
+            *_flag("--heartbeat", config.heartbeat),
             "--stats-file",
             str(stats),
             "--strategy",
@@ -181,6 +195,10 @@ def _start_nodes(config: TrialConfig, workdir: Path) -> list[subprocess.Popen[by
     return procs
 
 
+def _flag(flag: str, value: object) -> list[str]:
+    return [] if value is None else [flag, str(value)]
+
+
 def _wait_live(store: Store, config: TrialConfig, procs: list[subprocess.Popen[bytes]]) -> None:
     # registering takes about 0.1 ms per task per node (measured: 100,000 tasks in 6-9 s)
     budget = 60 + config.nodes * config.tasks / 5000
@@ -188,7 +206,7 @@ def _wait_live(store: Store, config: TrialConfig, procs: list[subprocess.Popen[b
     while time.monotonic() < deadline:
         if any(p.poll() is not None for p in procs):
             raise RuntimeError("a benchmark node exited at start; see its log in the workdir")
-        _, live = store.nodes.live(timedelta(seconds=3 * config.heartbeat))
+        _, live = store.nodes.live(timedelta(seconds=3 * config.heartbeat_s))
         if sum(n.heartbeat_at > n.started_at for n in live) == config.nodes:  # tasks registered
             return
         time.sleep(0.2)

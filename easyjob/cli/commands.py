@@ -61,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
         dead_after=args.dead_after,
         poll=args.poll,
         shutdown_grace=args.shutdown_grace,
+        batch=args.batch,
+        max_held=args.max_held,
+        lookahead=args.lookahead,
+        overdue_grace=args.overdue_grace,
     )
     load_jobs(args.jobs)
     if not len(default_registry):
@@ -219,9 +223,15 @@ def bench(args: argparse.Namespace) -> int:
     )
     trials = []
     while True:
-        progress(f"trial: {config.nodes} nodes, {config.tasks} tasks on {config.cron!r}")
-        figures = run_trial(config, workdir, progress)
-        trials.append(figures)
+        figures = None
+        for trial in dict.fromkeys([config.defaults(), config]):  # default settings first
+            progress(
+                f"trial: {trial.nodes} nodes, {trial.tasks} tasks on {trial.cron!r}, "
+                f"{trial.settings} settings"
+            )
+            figures = run_trial(trial, workdir, progress)
+            trials.append(figures)
+        assert figures is not None
         saturated = (
             figures.lateness_ms["p99"] > args.lateness_bound_ms
             or figures.missed > 0

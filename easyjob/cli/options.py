@@ -172,9 +172,22 @@ def _bench_options(bench: argparse.ArgumentParser) -> None:
         ("--tasks", "BENCH_TASKS", "100", positive_int, "no-op tasks (the first trial's)"),
         ("--duration", "BENCH_DURATION", "30", number, "seconds of fires measured per trial"),
         ("--cron", "BENCH_CRON", "* * * * * *", None, "every task's schedule"),
-        ("--workers", "BENCH_WORKERS", "32", positive_int, "worker threads per node"),
-        ("--poll", "BENCH_POLL", "0.2", number, "nodes' poll interval, seconds"),
-        ("--heartbeat", "BENCH_HEARTBEAT", "1", number, "nodes' heartbeat interval, seconds"),
+        (
+            "--workers",
+            "BENCH_WORKERS",
+            None,
+            positive_int,
+            "tuned rows: worker threads per node (any tuning flag adds tuned rows beside the "
+            "default-settings rows)",
+        ),
+        ("--poll", "BENCH_POLL", None, number, "tuned rows: nodes' poll interval, seconds"),
+        (
+            "--heartbeat",
+            "BENCH_HEARTBEAT",
+            None,
+            number,
+            "tuned rows: nodes' heartbeat interval, seconds",
+        ),
         (
             "--lateness-bound-ms",
             "BENCH_LATENESS_BOUND_MS",
@@ -216,6 +229,13 @@ def _bench_options(bench: argparse.ArgumentParser) -> None:
     )
 
 
+def _node_default(name: str) -> str:
+    """The default of NodeConfig field *name*, as the CLI shows and parses it."""
+    from easyjob.core.config import NodeConfig
+
+    return f"{NodeConfig.__dataclass_fields__[name].default:g}"
+
+
 def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "jobs",
@@ -245,7 +265,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "--weight",
         metavar="N",
         env="WEIGHT",
-        default="1",
+        default=_node_default("weight"),
         kind=integer,
         help="share for the weight strategy",
     )
@@ -254,7 +274,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "--workers",
         metavar="N",
         env="WORKERS",
-        default="8",
+        default=_node_default("workers"),
         kind=integer,
         help="worker threads",
     )
@@ -263,7 +283,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "--heartbeat",
         metavar="SECONDS",
         env="HEARTBEAT",
-        default="2",
+        default=_node_default("heartbeat"),
         kind=number,
         help="seconds between heartbeats",
     )
@@ -272,7 +292,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "--dead-after",
         metavar="N",
         env="DEAD_AFTER",
-        default="3",
+        default=_node_default("dead_after"),
         kind=integer,
         help="heartbeats missed before a node is dead",
     )
@@ -281,7 +301,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "--poll",
         metavar="SECONDS",
         env="POLL",
-        default="1",
+        default=_node_default("poll"),
         kind=number,
         help="seconds between polls for due work",
     )
@@ -290,9 +310,44 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "--shutdown-grace",
         metavar="SECONDS",
         env="SHUTDOWN_GRACE",
-        default="30",
+        default=_node_default("shutdown_grace"),
         kind=number,
         help="seconds running jobs get to finish at shutdown",
+    )
+    option(
+        run,
+        "--batch",
+        metavar="N",
+        env="BATCH",
+        default=_node_default("batch"),
+        kind=integer,
+        help="runs or tasks per claim or advance statement",
+    )
+    option(
+        run,
+        "--max-held",
+        metavar="N",
+        env="MAX_HELD",
+        default=_node_default("max_held"),
+        kind=integer,
+        help="most runs a node holds (waiting or running); see docs/concepts.md",
+    )
+    option(
+        run,
+        "--lookahead",
+        metavar="SECONDS",
+        env="LOOKAHEAD",
+        kind=number,
+        help="how far ahead of their fire time runs are claimed; default 2 polls",
+    )
+    option(
+        run,
+        "--overdue-grace",
+        metavar="SECONDS",
+        env="OVERDUE_GRACE",
+        kind=number,
+        help="after this, any node may take an overdue task or run, and a node hands back "
+        "runs no worker could start; default one poll, at least 1",
     )
     option(
         run,

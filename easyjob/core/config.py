@@ -59,6 +59,10 @@ class NodeConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+        for name in ("lookahead", "overdue_grace"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, (int, float)) or value <= 0):
+                raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
         if self.dead_after < 2:
             raise ConfigError(f"dead_after must be at least 2 heartbeats, got {self.dead_after!r}")
         if self.claim_mode not in CLAIM_MODES:

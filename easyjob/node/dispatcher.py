@@ -122,8 +122,8 @@ class Dispatcher:
                 self.claimed += len(runs)
                 self._table.add(runs, self._liveness.db_now())
                 self._poke()
-        for run in runs if closed else ():
-            self.writer.release(run, "the node is stopping")
+        if closed and runs:
+            self.writer.release(runs, "the node is stopping")
 
     # -- the thread ---------------------------------------------------------------------
 
@@ -174,6 +174,15 @@ class Dispatcher:
         if not outcomes:
             return
         timed_out = {a.run.id for a in active if a is not None and a.timed_out}
+        for run, _, seconds in outcomes:
+            if run.id in timed_out:
+                self.writer.say(
+                    logging.WARNING,
+                    run,
+                    "returned %.1fs after it started, past its timeout: its outcome was fenced "
+                    "(the run was failed at the timeout)",
+                    seconds,
+                )
         wins = [run for run, error, _ in outcomes if error is None and run.id not in timed_out]
         won = self.writer.succeed(wins) if wins else set()
         for run in wins:
@@ -227,7 +236,7 @@ class Dispatcher:
                 continue
             status, reason = why
             if status == RunStatus.PENDING:
-                self.writer.release(run, reason)
+                self.writer.release([run], reason)
             else:
                 self.writer.close(run, status, reason)
             self._dropped(run)
@@ -284,27 +293,33 @@ class Dispatcher:
 
     def _hand_back(self, now: datetime) -> None:
         with self._lock:
-            late = [] if self._closed else self._table.overdue(now, self._grace)
-        for run in late:
-            self.writer.release(run, f"no worker was free within {self._grace.total_seconds():g}s")
+            mono = self._clock.monotonic()
+            late = [] if self._closed else self._table.overdue(now, self._grace, mono)
+        if late:
+            self.writer.release(late, f"no worker was free for {self._grace.total_seconds():g}s")
 
     def _next_delay(self, now: datetime) -> float | None:
+        """Until the next run may start, the next hand-back check (while every worker is
+        busy, a grace after the latest start) or the next timeout; a returning job or a
+        new claim pokes the thread sooner."""
         delays: list[float] = []
+        mono = self._clock.monotonic()
         with self._lock:
             if self._outcomes:
                 return 0.0
             ready = self._table.next_ready()
-            if ready is not None:
-                if self._table.free_workers() == 0:
-                    ready += self._grace
+            busy_since = self._table.busy_since()
+            if busy_since is None and ready is not None:
                 delays.append((ready - now).total_seconds())
-            deadlines = [
-                a.deadline
+            elif busy_since is not None and ready is not None:
+                check = busy_since + self._grace.total_seconds() - mono
+                if check > 0:
+                    delays.append(check)
+            delays.extend(
+                a.deadline - mono
                 for a in self._active.values()
                 if a.deadline is not None and not a.timed_out
-            ]
-        if deadlines:
-            delays.append(min(deadlines) - self._clock.monotonic())
+            )
         return max(0.0, min(delays)) if delays else None
 
     # -- stopping -------------------------------------------------------------------------
@@ -320,8 +335,8 @@ class Dispatcher:
             self._thread.join()
         with self._lock:
             waiting = self._table.drain()
-        for run in waiting:
-            self.writer.release(run, "the node is stopping")
+        if waiting:
+            self.writer.release(waiting, "the node is stopping")
         deadline = self._clock.monotonic() + grace
         while True:
             self._write_outcomes()

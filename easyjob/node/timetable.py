@@ -74,6 +74,13 @@ class Timetable:
     def free_workers(self) -> int:
         return max(0, self.workers - len(self._running))
 
+    def busy_since(self) -> float | None:
+        """While no worker is free: since when every worker has been busy (the latest
+        start, monotonic); None while a worker is free."""
+        if self.free_workers() > 0 or not self._since:
+            return None
+        return max(self._since.values())
+
     def exclusive_tasks_waiting(self) -> set[int]:
         """Exclusive tasks with a run waiting here: the node claims no more of them (it
         holds at most one waiting run per exclusive task; later fires stay PENDING)."""
@@ -145,13 +152,18 @@ class Timetable:
             out.append(run)
         return out
 
-    def overdue(self, now: datetime, grace: timedelta) -> list[Run]:
+    def overdue(self, now: datetime, grace: timedelta, mono: float) -> list[Run]:
         """Waiting runs that no worker was free for within *grace* of their due time (or
-        of their claim, for runs claimed late) at database time *now*: the node cannot
-        start them on time, so it hands them back to the cluster. They leave."""
+        of their claim, for runs claimed late) at database time *now* (monotonic *mono*):
+        the node cannot start them on time, so it hands them back to the cluster. They
+        leave. Only while every worker has been busy with one job for the whole grace: a
+        node merely behind on short jobs keeps its runs (another would be behind too)."""
         out: list[Run] = []
         kept: list[tuple[datetime, int, int]] = []
         before = now - grace
+        since = self.busy_since()
+        if since is None or mono - since < grace.total_seconds():
+            return out
         while self.free_workers() == 0 and (at := self.next_ready()) is not None:
             if at >= before:
                 break

@@ -72,11 +72,15 @@ class RunWriter:
             self.fenced(run)
         return won
 
-    def release(self, run: Run, why: str) -> bool | None:
-        """CLAIMED -> PENDING: any node may claim *run* again."""
-        won = self._write([run], "release", lambda: self._store.runs.release(run))
+    def release(self, runs: Sequence[Run], why: str) -> set[int] | None:
+        """CLAIMED -> PENDING in one statement: any node may claim *runs* again."""
+        store = self._store.runs
+        won = self._write(runs, "release", lambda: store.release_many(runs))
         if won:
-            self.say(logging.INFO, run, "released (%s)", why)
+            if len(runs) == 1:
+                self.say(logging.INFO, runs[0], "released (%s)", why)
+            else:
+                self._log.info("released %d run(s) (%s)", len(won), why)
         return won
 
     def close(self, run: Run, status: RunStatus, reason: str) -> bool | None:

@@ -330,7 +330,37 @@ class RunStore:
 
     def release(self, run: Run) -> bool:
         """Hand a CLAIMED run back: PENDING again, claimable by any node. False if fenced."""
-        return self._transition(run, RunStatus.PENDING, node_id=None, claim_time=None)
+        return bool(self.release_many([run]))
+
+    def release_many(self, runs: Sequence[Run]) -> set[int]:
+        """Hand a batch of one node's CLAIMED runs back (PENDING, claimable by any node) with
+        one version-checked UPDATE; returns the ids released (the others were fenced)."""
+        if not runs:
+            return set()
+        node = _one_node(runs, RunStatus.PENDING)
+        expected = {r.id: r.version for r in runs}
+
+        def write(conn: sa.Connection) -> set[int]:
+            stmt = (
+                d.update()
+                .where(
+                    at_versions(d, expected),
+                    status_is(d.c.status, str(RunStatus.CLAIMED)),
+                    d.c.node_id == node,
+                )
+                .values(
+                    status=str(RunStatus.PENDING),
+                    version=d.c.version + 1,
+                    node_id=None,
+                    claim_time=None,
+                )
+            )
+            return set(self._db.winners(conn, stmt, d, expected))
+
+        def landed(conn: sa.Connection) -> set[int] | None:
+            return set(_moved(conn, expected, RunStatus.PENDING, None)) or None
+
+        return self._db.write("runs_released", write, landed=landed)
 
     def close_unstarted(self, run: Run, status: RunStatus, reason: str) -> bool:
         """CLAIMED -> MISSED or SKIPPED (misfire or overlap policy) with *reason*."""

@@ -84,15 +84,21 @@ def test_due_runs_without_a_worker_past_the_grace_are_handed_back() -> None:
     hog, waiting = run(1, 0), run(2, 1)
     table.add([hog, waiting], T0)
     assert table.pop_due(at(1)) == [hog]
-    assert table.overdue(at(1.5), GRACE) == []  # not yet past the grace
-    assert table.overdue(at(2.5), GRACE) == [waiting]
+    table.started(hog, 1.0)  # monotonic times here are the seconds of at()
+    assert table.overdue(at(1.5), GRACE, 1.5) == []  # not yet past the grace
+    assert table.overdue(at(2.5), GRACE, 2.5) == [waiting]
     assert table.waiting == 0
     late = run(2, 1)  # claimed late: the grace counts from its claim
     table.add([late], at(5))
-    assert table.overdue(at(5.5), GRACE) == []
-    assert table.overdue(at(6.5), GRACE) == [late]
+    assert table.overdue(at(5.5), GRACE, 5.5) == []
+    assert table.overdue(at(6.5), GRACE, 6.5) == [late]
     table.finished(hog.id, 2.5)
-    assert table.overdue(at(9), GRACE) == []
+    assert table.overdue(at(9), GRACE, 9) == []
+    quick, behind = run(3, 9), run(4, 9)
+    table.add([quick, behind], at(9))
+    assert table.pop_due(at(9)) == [quick]
+    table.started(quick, 10.9)  # the worker was free a moment ago: a node only behind
+    assert table.overdue(at(11), GRACE, 11) == []
 
 
 def test_room_follows_what_the_workers_can_start_within_the_window() -> None:
