@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from easyjob.core.config import NodeConfig
 from easyjob.core.cron import CronSchedule
 from easyjob.core.planner import plan_advance
-from easyjob.core.records import Advance, Candidate
+from easyjob.core.records import Advance, Candidate, TaskRow, TaskSpec
 from easyjob.core.strategies import ClusterView, LeastCountStrategy, Strategy, overdue
-from easyjob.errors import ConfigError
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Membership
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
+from easyjob.node.unplannable import Unplannable
 from easyjob.store import Store
 
 __all__ = ["Loader"]
@@ -51,6 +52,7 @@ class Loader(Loop):
         dispatcher: Dispatcher,
         funcs: frozenset[str],
         log: logging.LoggerAdapter[logging.Logger],
+        declared: Mapping[str, TaskSpec] | None = None,
     ) -> None:
         super().__init__(config.poll, log)
         self._store = store
@@ -60,10 +62,23 @@ class Loader(Loop):
         self._membership = membership
         self._dispatcher = dispatcher
         self._funcs = funcs
+        #: the tasks this node's code declares, by name: a row it does not declare is not
+        #: planned by it (see docs/concepts.md, "Who may run what")
+        self._declared = declared if declared is not None else {}
+        self._check_declared = declared is not None
+        self._unplannable = Unplannable(log)
+        self._task_ids: frozenset[int] | None = None
         self._schedules: dict[tuple[str, str], CronSchedule] = {}
         self.offered = 0  # runs this node tried to claim
         self.lost = 0  # of those, runs another node claimed first (lost races)
         self._was_fresh = True
+
+    def declare(self, task_ids: Iterable[int]) -> None:
+        """The ids of the task rows this node registered: it claims only their runs."""
+        self._task_ids = frozenset(task_ids)
+
+    def _mine(self, candidate: Candidate) -> bool:
+        return self._task_ids is None or candidate.task_id in self._task_ids
 
     def step(self) -> float | None:
         if not self._liveness.fresh():
@@ -87,31 +102,50 @@ class Loader(Loop):
             share = (live.index(self._config.node_id), len(live))
         grace = timedelta(seconds=self._config.overdue_grace_s)
         due = self._store.tasks.due(
-            horizon, self._config.batch, self._funcs, share=share, overdue_before=now - grace
+            horizon,
+            self._config.batch,
+            self._funcs,
+            share=share,
+            overdue_before=now - grace,
+            exclude=self._unplannable.ids(now),
         )
         advances: list[Advance] = []
         backlog = False
         for task in due:
-            schedule = self._schedule(task.cron_expr, task.tz)
-            if schedule is None:
-                continue
-            advance, more = plan_advance(task, schedule, now, horizon)
-            advances.append(advance)
-            backlog = backlog or more
+            advance, more = self._plan(task, now, horizon)
+            if advance is not None:
+                advances.append(advance)
+                backlog = backlog or more
         if advances:
-            self._store.tasks.advance(self._config.node_id, advances)
+            self._store.tasks.advance(
+                self._config.node_id, advances, on_error=self._unplannable.failed_write
+            )
         return backlog or len(due) == self._config.batch
 
-    def _schedule(self, expr: str | None, tz: str) -> CronSchedule | None:
-        if expr is None:
-            return None
+    def _plan(self, task: TaskRow, now: datetime, horizon: datetime) -> tuple[Advance | None, bool]:
+        """The advance of one due task, or None when it cannot be planned (its row names a
+        task this node's code does not declare, or holds a bad cron or zone): the task is
+        then set aside, reported once per change of its row, and the others go on."""
+        spec = self._declared.get(task.name)
+        if self._check_declared and (spec is None or spec.func != task.func):
+            why = f"its function {task.func} is not what this node's code declares for it"
+            if spec is None:
+                why = "no task of that name is declared by this node's code"
+            self._unplannable.add(task, now, why, logging.INFO)
+            return None, False
+        if task.cron_expr is None:
+            self._unplannable.add(task, now, "it has a next_start_time but no cron", logging.INFO)
+            return None, False
+        try:
+            return plan_advance(task, self._schedule(task.cron_expr, task.tz), now, horizon)
+        except Exception as err:  # one task's bad row must not stop the others' planning
+            self._unplannable.add(task, now, f"{type(err).__name__}: {err}", logging.ERROR)
+            return None, False
+
+    def _schedule(self, expr: str, tz: str) -> CronSchedule:
         key = (expr, tz)
         if key not in self._schedules:
-            try:
-                self._schedules[key] = CronSchedule.parse(expr, tz)
-            except ConfigError as err:
-                self.log.error("cannot schedule %r in %s: %s", expr, tz, err)
-                return None
+            self._schedules[key] = CronSchedule.parse(expr, tz)
         return self._schedules[key]
 
     def _claim(self, now: datetime, horizon: datetime) -> bool:
@@ -130,7 +164,7 @@ class Loader(Loop):
         # enough for every live node to take a slice of its own (see _spread)
         limit = max(self._config.batch, free * max(1, len(live)))
         pending = self._store.runs.pending(horizon, limit, self._funcs)
-        mine = [c for c in pending if c.id not in held]
+        mine = [c for c in pending if c.id not in held and self._mine(c)]
         if not mine:
             return False
         chosen = _spread(self._choose(mine, now), free, live, self._config.node_id)

@@ -19,6 +19,7 @@ from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Heartbeater, Membership
 from easyjob.node.liveness import Liveness
 from easyjob.node.loader import Loader
+from easyjob.node.pruner import Pruner
 from easyjob.node.recovery import Recoverer
 from easyjob.node.worker import Runner
 from easyjob.registry import Registry, default_registry
@@ -71,7 +72,7 @@ class Node:
         runner = Runner(
             self.store,
             self.config.node_id,
-            self.registry.by_func(),
+            {spec.name: entry for spec in specs if (entry := self.registry.get(spec.name))},
             self.liveness,
         )
         self.heartbeat = Heartbeater(
@@ -101,15 +102,18 @@ class Node:
             self.dispatcher,
             funcs,
             self.log,
+            declared={spec.name: spec for spec in specs},
         )
         self.recovery = Recoverer(
             self.store, self.config, self.liveness, self.log, self.dispatcher.held_ids
         )
+        self.pruner = Pruner(self.store, self.config, self.membership, self.log)
         self._runner = runner
         self.heartbeat.register()
-        self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
+        rows = self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
+        self.loader.declare(row.id for row in rows)
         self._recover_predecessor()
-        for part in (self.heartbeat, self.dispatcher, self.loader, self.recovery):
+        for part in (self.heartbeat, self.dispatcher, self.loader, self.recovery, self.pruner):
             part.start()
         self._threads_started = True
         self._started_at = self.clock.monotonic()
@@ -127,8 +131,21 @@ class Node:
         """A restart under a configured id is a new incarnation: whatever the crashed
         predecessor held is taken back as new attempts, never adopted."""
         while held := self.store.runs.held_by(self.config.node_id, self.config.batch):
-            created = self.store.runs.recover(held, self.config.node_id)
-            if not created:
+            gave_up: list[int] = []
+            created = self.store.runs.recover(
+                held,
+                self.config.node_id,
+                max_recoveries=self.config.max_recoveries,
+                gave_up=gave_up,
+            )
+            if gave_up:
+                self.log.error(
+                    "run(s) %s FAILED, not run again: this id's previous incarnation died "
+                    "while running them more than max_recoveries (%d) times",
+                    ", ".join(map(str, gave_up)),
+                    self.config.max_recoveries,
+                )
+            if not created and not gave_up:
                 break
             self.log.warning(
                 "took back %d run(s) held by this id's previous incarnation", len(created)
@@ -166,6 +183,7 @@ class Node:
                 left,
             )
         self.recovery.stop()
+        self.pruner.stop()
         self.heartbeat.stop()
         self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPED)
         self._stopped.set()

@@ -43,7 +43,7 @@ class Runner:
         self,
         store: Store,
         node_id: str,
-        functions: dict[str, Registered],
+        functions: dict[str, Registered],  # by task name
         liveness: Liveness,
     ) -> None:
         self._store = store
@@ -60,9 +60,13 @@ class Runner:
         batch: list[Run] = []
         exclusive: set[int] = set()
         for run in due:
-            if run.func not in self._functions:  # claimed by mistake: not this node's code
+            if self._declared(run) is None:  # claimed by mistake: not this node's code
                 self._say(
-                    logging.ERROR, run, "function %s is not registered here; releasing", run.func
+                    logging.ERROR,
+                    run,
+                    "task %r with function %s is not declared by this node's code; releasing",
+                    run.task_name[:200],
+                    run.func,
                 )
                 self._store.runs.release(run)
                 out.done.append(run)
@@ -92,6 +96,11 @@ class Runner:
                 out.done.append(run)
         return out
 
+    def _declared(self, run: Run) -> Registered | None:
+        """This node's task of *run*'s name, if its code declares it with *run*'s function."""
+        entry = self._functions.get(run.task_name)
+        return entry if entry is not None and entry.spec.func == run.func else None
+
     def _late(self, run: Run) -> float:
         return (self._liveness.db_now() - run.due_time).total_seconds()
 
@@ -100,15 +109,20 @@ class Runner:
         return run.misfire == Misfire.SKIP and self._late(run) > grace
 
     def call(self, run: Run, cancelled: threading.Event) -> str | None:
-        """Call *run*'s function; None when it returned, else the error it raised."""
-        entry = self._functions[run.func]
+        """Call *run*'s function with the arguments this node's code declared for its task
+        (never the row's: the table says what runs when, the code says what runs how);
+        None when it returned, else the error it raised."""
+        entry = self._declared(run)
+        if entry is None:
+            return f"task {run.task_name[:200]!r} ({run.func}) is not declared by this node's code"
+        kwargs = dict(entry.spec.kwargs)
         ctx = TaskContext(
             task_name=run.task_name,
             fire_time=run.fire_time,
             node_id=self._node_id,
             attempt=run.attempt,
             run_id=run.id,
-            kwargs=dict(run.kwargs),
+            kwargs=dict(kwargs),
             cancelled=cancelled,
             logger=ContextLogger(
                 logging.getLogger("easyjob.task"),
@@ -120,9 +134,9 @@ class Runner:
         )
         try:
             if entry.takes_context:
-                entry.fn(ctx, **run.kwargs)
+                entry.fn(ctx, **kwargs)
             else:
-                entry.fn(**run.kwargs)
+                entry.fn(**kwargs)
         except BaseException as err:
             return _describe(err)
         return None
