@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from easyjob.core.cron import CronSchedule
 from easyjob.core.planner import plan_advance
 from easyjob.core.records import TaskRow
-from easyjob.core.states import Misfire, Overlap, RunStatus, TaskStatus
+from easyjob.core.states import Misfire, Overlap, TaskStatus
 
 T0 = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
 EVERY_SECOND = CronSchedule.parse("* * * * * *")
