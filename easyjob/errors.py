@@ -35,6 +35,7 @@ __all__ = [
     "TaskNotFoundError",
     "UnknownStrategyError",
     "UnknownTimeZoneError",
+    "shown",
 ]
 
 
@@ -88,3 +89,14 @@ class SchemaVersionError(DatabaseError):
 
 class TaskNotFoundError(EasyJobError, LookupError):
     """No task with the given name is registered in the database."""
+
+
+def shown(value: object, limit: int = 200) -> str:
+    """``repr(value)`` for a message, cut to about *limit* characters: a name pasted by
+    mistake (or on purpose) with 100,000 characters must not become a 100,000-character
+    error line."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f" ({len(value)} characters)" if isinstance(value, str) else ""
+    return f"{text[:limit]}...{size}"

@@ -18,8 +18,13 @@ class JobImportError(ConfigError):
 
 
 def load_jobs(targets: list[str]) -> list[ModuleType]:
-    """Import each target: a dotted module name, or a path to a ``.py`` file (imported under
-    its file name, so every node that loads the same file names its functions alike)."""
+    """Import each target: a dotted module name, or a path to a ``.py`` file.
+
+    A file is imported under the name its module has when imported by name: inside packages
+    (directories with ``__init__.py``), ``myapp/tick.py`` is ``myapp.tick``, as
+    ``easyjob run myapp.tick`` would import it, so task names and function paths do not
+    depend on how a node was started. A file outside any package is imported under its file
+    name."""
     return [_load(target) for target in targets]
 
 
@@ -40,9 +45,36 @@ def _load(target: str) -> ModuleType:
         ) from err
 
 
+def _package_name(path: Path) -> tuple[str, Path] | None:
+    """``(dotted name, directory above the outermost package)`` of a file inside packages."""
+    parts = [path.stem]
+    directory = path.parent
+    while (directory / "__init__.py").is_file() and directory.name.isidentifier():
+        parts.insert(0, directory.name)
+        directory = directory.parent
+    if len(parts) == 1 or not path.stem.isidentifier():
+        return None
+    return ".".join(parts), directory
+
+
+def _load_package_file(path: Path, name: str, root: Path) -> ModuleType:
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    module = importlib.import_module(name)
+    found = getattr(module, "__file__", None)
+    if found is None or Path(found).resolve() != path:
+        raise JobImportError(
+            f"cannot import job module {str(path)!r} as {name!r}: that name is module {found!r}"
+        )
+    return module
+
+
 def _load_file(path: Path) -> ModuleType:
     if not path.is_file():
         raise JobImportError(f"cannot import job module {str(path)!r}: no such file")
+    packaged = _package_name(path.resolve())
+    if packaged is not None:
+        return _load_package_file(path.resolve(), *packaged)
     name = path.stem
     if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(path.resolve()):
         return sys.modules[name]

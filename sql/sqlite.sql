@@ -1,4 +1,4 @@
--- easyjob schema version 1 for sqlite.
+-- easyjob schema version 2 for sqlite.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
@@ -75,6 +75,9 @@ CREATE TABLE easy_job_task_detail (
 	version BIGINT DEFAULT 0 NOT NULL,
 	create_time DATETIME NOT NULL,
 	cron_key DATETIME GENERATED ALWAYS AS (CASE WHEN triggered_by = 'cron' AND attempt = 1 THEN fire_time END) STORED,
+	recoveries INTEGER DEFAULT 0 NOT NULL,
+	missed_count BIGINT,
+	last_fire_time DATETIME,
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key)
 );
 
@@ -88,4 +91,4 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '1');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '2');

@@ -11,6 +11,8 @@ Exit codes (also in ``docs/cli.md``):
        version (DatabaseError), or a database error that outlasted the retries
 4      no task of the given name (TaskNotFoundError): ``trigger``, ``pause``, ``resume``,
        ``history --task``
+5      ``trigger`` made the run, but no live node registered the task: it waits PENDING
+       until a node whose code declares the task starts (a warning on stderr says so)
 130    interrupted: Ctrl-C during a command, or a second SIGTERM/SIGINT while a node stops
 =====  =====================================================================================
 
@@ -33,6 +35,7 @@ __all__ = [
     "EXIT_DATABASE",
     "EXIT_ERROR",
     "EXIT_INTERRUPTED",
+    "EXIT_NOT_RUNNABLE",
     "EXIT_NO_TASK",
     "EXIT_OK",
     "EXIT_USAGE",
@@ -40,6 +43,7 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DATABASE, EXIT_NO_TASK = 0, 1, 2, 3, 4
+EXIT_NOT_RUNNABLE = 5
 EXIT_INTERRUPTED = 130
 
 log = logging.getLogger("easyjob.cli")

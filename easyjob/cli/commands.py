@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from easyjob.store import Store
 __all__ = ["COMMANDS"]
 
 EXIT_OK = 0
+#: ``trigger``: the run was created, but no live node registered the task (see cli/__init__).
+EXIT_NOT_RUNNABLE = 5
 
 
 @contextmanager
@@ -65,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         max_held=args.max_held,
         lookahead=args.lookahead,
         overdue_grace=args.overdue_grace,
+        max_recoveries=args.max_recoveries,
+        retention=args.retention.total_seconds(),
     )
     load_jobs(args.jobs)
     if not len(default_registry):
@@ -129,12 +134,23 @@ def _section(title: str, rows: list[views.Row], columns: tuple[Column, ...]) -> 
     return f"{title}\n{table(rows, columns)}"
 
 
+def _code_since(store: Store) -> datetime | None:
+    """The start of the oldest live node (RUNNING, heartbeat younger than
+    :data:`views.GONE_AFTER_S`), or None when no node is live: a task whose ``seen_time`` is
+    older was registered by no live node's code."""
+    _, known = store.nodes.all()
+    starts = [
+        n.started_at
+        for n in known
+        if n.status == NodeStatus.RUNNING and n.age_s <= views.GONE_AFTER_S
+    ]
+    return min(starts, default=None)
+
+
 def tasks(args: argparse.Namespace) -> int:
     with existing_store(args.db) as store:
         db_now, backlog = store.history.backlog()
-        _, known = store.nodes.all()
-        starts = [n.started_at for n in known if n.status == NodeStatus.RUNNING]
-        rows = views.task_rows(store.tasks.all(), db_now, backlog, min(starts, default=None))
+        rows = views.task_rows(store.tasks.all(), db_now, backlog, _code_since(store))
     document = {"db_time": db_now, "tasks": rows}
     return _show(args, document, lambda: table(rows, views.TASK_COLUMNS, empty="no tasks"))
 
@@ -160,8 +176,17 @@ def history(args: argparse.Namespace) -> int:
 def trigger(args: argparse.Namespace) -> int:
     with existing_store(args.db) as store:
         run_id = store.tasks.trigger(args.name)
-    document = {"task": args.name, "run_id": run_id}
-    return _show(args, document, lambda: f"triggered {args.name}: run {run_id}")
+        since = _code_since(store)
+        runnable = since is not None and store.tasks.get(args.name).seen_time >= since
+    document = {"task": args.name, "run_id": run_id, "runnable": runnable}
+    _show(args, document, lambda: f"triggered {args.name}: run {run_id}")
+    if runnable:
+        return EXIT_OK
+    sys.stderr.write(
+        f"easyjob: warning: no live node registered task {args.name!r}: run {run_id} waits "
+        "PENDING until a node whose code declares it starts (see `easyjob tasks`, in_code)\n"
+    )
+    return EXIT_NOT_RUNNABLE
 
 
 def _set_status(status: TaskStatus) -> Callable[[argparse.Namespace], int]:

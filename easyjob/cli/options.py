@@ -351,6 +351,25 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     )
     option(
         run,
+        "--max-recoveries",
+        metavar="N",
+        env="MAX_RECOVERIES",
+        default="1",
+        kind=non_negative_int,
+        help="times a run whose node died while running it is run again before it ends FAILED",
+    )
+    option(
+        run,
+        "--retention",
+        metavar="DURATION",
+        env="RETENTION",
+        default="7d",
+        kind=parse_duration,
+        help="finished runs, and rows of nodes stopped or dead, older than this are pruned "
+        "(one node at a time, in small batches); 0s keeps everything",
+    )
+    option(
+        run,
         "--stats-file",
         metavar="PATH",
         env="STATS_FILE",
@@ -364,7 +383,8 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         prog="easyjob",
         description="Scheduled jobs on a cluster of equal nodes sharing one SQL database.",
         epilog="Exit codes: 0 ok, 1 unexpected error, 2 bad usage or input, 3 database "
-        "unusable, 4 no such task, 130 interrupted. See docs/cli.md.",
+        "unusable, 4 no such task, 5 triggered but no live node registered the task, "
+        "130 interrupted. See docs/cli.md.",
     )
     parser.add_argument("--version", action="version", version=f"easyjob {version}")
     _logging(parser, top=True)

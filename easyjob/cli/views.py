@@ -32,6 +32,10 @@ __all__ = [
 
 Row = dict[str, Any]
 
+#: A RUNNING node whose heartbeat is older than this is not counted as live by the CLI (it
+#: does not know the nodes' heartbeat settings; peers mark a crashed node DEAD much sooner).
+GONE_AFTER_S = 60.0
+
 
 def _columns(record: Any) -> Row:
     row = {}
@@ -65,7 +69,8 @@ def task_rows(
     PAUSED task, whose fires wait on purpose. ``in_code``: whether a running node registered
     the task when it started (its ``seen_time`` is not older than the oldest running node's
     start, *code_since*); None when no node runs. A task that left every node's code stays
-    in the table, flagged ``in_code`` false, and is never deleted automatically."""
+    in the table, flagged ``in_code`` false, and is never deleted automatically. With no
+    live node at all, every task is ``in_code`` false."""
     tasks = list(tasks)
     names = {task.id: task.name for task in tasks}
     rows = []
@@ -82,7 +87,7 @@ def task_rows(
         row["parent"] = names.get(task.pid) if task.pid is not None else None
         row["lag_s"] = lag
         row["pending"] = waiting.runs if waiting else 0
-        row["in_code"] = None if code_since is None else task.seen_time >= code_since
+        row["in_code"] = code_since is not None and task.seen_time >= code_since
         rows.append(row)
     return rows
 

@@ -46,6 +46,12 @@ class NodeConfig:
     max_held: int = 5000
     overdue_grace: float | None = None  # default: one poll, at least 1 s
     shutdown_grace: float = 30.0
+    #: A run whose node died while running it is run again at most this many times, then
+    #: ends FAILED (a job that kills its process takes at most this + 1 nodes down).
+    max_recoveries: int = 1
+    #: Finished runs that ended longer ago than this many seconds are pruned, and so are
+    #: rows of nodes stopped or dead for as long; 0 keeps everything.
+    retention: float = 7 * 86400.0
 
     def __post_init__(self) -> None:
         if not self.node_id or len(self.node_id) > 128:
@@ -55,6 +61,15 @@ class NodeConfig:
         _positive_int("dead_after", self.dead_after)
         _positive_int("batch", self.batch)
         _positive_int("max_held", self.max_held)
+        for name in ("max_recoveries",):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{name} must be a whole number (0 or more), got {value!r}")
+        if not isinstance(self.retention, (int, float)) or self.retention < 0:
+            raise ConfigError(
+                f"retention must be a number of seconds (0 keeps everything), "
+                f"got {self.retention!r}"
+            )
         for name in ("heartbeat", "poll", "shutdown_grace"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:

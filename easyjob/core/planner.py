@@ -3,15 +3,19 @@
 A task's ``next_start_time`` is the first fire not yet written as a run row. When a loader
 finds it due, it writes every fire up to its look-ahead horizon and moves
 ``next_start_time`` past them (one version-checked write: see ``TaskStore.advance``). Fires
-older than the task's misfire grace (every node was down, or the task was paused) are
-*late*; what happens to them depends on the policy:
+older than the task's misfire grace (every node was down, the task was paused, or
+``next_start_time`` was moved back) are *late*; what happens to them depends on the policy:
 
 - ``fire_once`` (default): the latest late fire runs once, now; the others are MISSED.
 - ``skip``: every late fire is MISSED; the schedule resumes with the next on-time fire.
-- ``catch_up``: every late fire runs, oldest first.
+- ``catch_up``: every late fire runs, oldest first, written in chunks of at most ``cap``
+  fires per advance (one row per fire: that is what catching up costs).
 
-Late fires are never dropped silently: each one is a row, MISSED or run. A long backlog is
-written in chunks of at most ``cap`` fires per advance, oldest first.
+Late fires are never dropped silently, and a gap costs O(1) rows whatever its length: the
+MISSED fires of one gap are one *summary* row (``fire_time`` the first, ``last_fire_time``
+the last, ``missed_count`` how many). Counting walks the schedule fire by fire, so it stops
+at ``cap`` fires: a longer gap is found by jumping to its end and its row's count is NULL
+("more than cap, not counted"); planning it costs about two ``cap`` walks, not one per fire.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from easyjob.core.states import Misfire, RunStatus
 
 __all__ = ["plan_advance"]
 
+_EPS = timedelta(microseconds=1)
+
 
 def plan_advance(
     task: TaskRow, schedule: CronSchedule, now: datetime, horizon: datetime, *, cap: int = 5000
@@ -33,6 +39,27 @@ def plan_advance(
     start = task.next_start_time
     if start is None:
         raise ValueError(f"task {task.name!r} has no next_start_time to advance from")
+    grace = timedelta(milliseconds=task.misfire_grace_ms)
+    late_before = now - grace
+    if task.misfire == Misfire.CATCH_UP or start >= late_before:
+        return _in_chunks(task, schedule, start, horizon, cap)
+    late, counted = _late_fires(schedule, start, min(horizon, late_before - _EPS), cap)
+    planned: list[PlannedFire] = []
+    missed = late[:-1] if late and task.misfire == Misfire.FIRE_ONCE else late
+    if missed:
+        planned.append(_summary(task, missed, counted, grace))
+    if late and task.misfire == Misfire.FIRE_ONCE:
+        planned.append(PlannedFire(late[-1]))
+    on_time_from = max(start, late_before)
+    rest, more = _in_chunks(task, schedule, on_time_from, horizon, cap)
+    fires = planned + list(rest.fires)
+    return Advance(task.id, task.version, rest.next_start_time, tuple(fires)), more
+
+
+def _in_chunks(
+    task: TaskRow, schedule: CronSchedule, start: datetime, horizon: datetime, cap: int
+) -> tuple[Advance, bool]:
+    """Every fire from *start* to *horizon* as PENDING, at most *cap* of them."""
     fires = schedule.fires_between(start, horizon, limit=cap + 1)
     more = len(fires) > cap
     if more:
@@ -40,19 +67,46 @@ def plan_advance(
         fires = fires[:cap]
     else:
         next_time = schedule.next_after(max(horizon, fires[-1]) if fires else horizon)
-    grace = timedelta(milliseconds=task.misfire_grace_ms)
-    late_before = now - grace
-    late = [f for f in fires if f < late_before]
-    backlog_done = next_time is None or next_time >= late_before
-    runs_once = late[-1] if late and backlog_done and task.misfire == Misfire.FIRE_ONCE else None
+    planned = tuple(PlannedFire(fire) for fire in fires)
+    return Advance(task.id, task.version, next_time, planned), more
+
+
+def _late_fires(
+    schedule: CronSchedule, start: datetime, end: datetime, cap: int
+) -> tuple[list[datetime], bool]:
+    """The late fires in [*start*, *end*] and whether they were all counted. Counted: every
+    one, when there are fewer than *cap*. Else the gap's first fire and its last one or two
+    (found by walking back from *end* in growing windows)."""
+    first = schedule.fires_between(start, end, limit=cap)
+    if len(first) < cap:
+        return first, True
+    floor = first[-1]
+    span = timedelta(seconds=1)
+    while True:
+        low = max(floor, end - span)
+        found = schedule.fires_between(low, end, limit=cap)
+        if len(found) == cap:  # too dense to reach the end in one walk: go on from there
+            floor = found[-1]
+            continue
+        if len(found) >= 2 or low == floor:  # two: the last one may run, the other is missed
+            return [first[0], *(found[-2:] or [floor])], False
+        span *= 16
+
+
+def _summary(task: TaskRow, missed: list[datetime], counted: bool, grace: timedelta) -> PlannedFire:
+    first, last = missed[0], missed[-1]
+    if counted:
+        what = "1 fire" if len(missed) == 1 else f"{len(missed)} fires from {_iso(first)}"
+        what += f" to {_iso(last)}" if len(missed) > 1 else f" at {_iso(first)}"
+    else:
+        what = f"fires from {_iso(first)} to {_iso(last)} (too many to count)"
     reason = (
-        f"missed: not started within its misfire grace of {grace.total_seconds():g}s "
-        f"(policy {task.misfire.value})"
+        f"missed {what}: not started within its misfire grace of "
+        f"{grace.total_seconds():g}s (policy {task.misfire.value})"
     )
-    planned = []
-    for fire in fires:
-        if fire >= late_before or task.misfire == Misfire.CATCH_UP or fire == runs_once:
-            planned.append(PlannedFire(fire))
-        else:
-            planned.append(PlannedFire(fire, RunStatus.MISSED, reason))
-    return Advance(task.id, task.version, next_time, tuple(planned)), more
+    count = len(missed) if counted else None
+    return PlannedFire(first, RunStatus.MISSED, reason, count, last)
+
+
+def _iso(when: datetime) -> str:
+    return when.isoformat().replace("+00:00", "Z")

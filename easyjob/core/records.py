@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from easyjob.core.states import Misfire, NodeStatus, Overlap, RunStatus, TaskStatus, Trigger
-from easyjob.errors import TaskDefinitionError
+from easyjob.errors import TaskDefinitionError, shown
 
 __all__ = [
     "Advance",
@@ -51,9 +51,11 @@ class TaskSpec:
     def __post_init__(self) -> None:
         from easyjob.core.cron import CronSchedule, parse_tz
 
-        what = f"task {self.name!r}"
+        what = f"task {shown(self.name)}"
         if not isinstance(self.name, str) or not self.name or len(self.name) > _MAX_NAME:
-            raise TaskDefinitionError(f"invalid task name {self.name!r}: 1-{_MAX_NAME} characters")
+            raise TaskDefinitionError(
+                f"invalid task name {shown(self.name)}: 1-{_MAX_NAME} characters"
+            )
         if not isinstance(self.func, str) or not self.func:
             raise TaskDefinitionError(f"{what}: invalid function path {self.func!r}")
         if self.cron is None:
@@ -151,6 +153,10 @@ class PlannedFire:
     fire_time: datetime
     status: RunStatus = RunStatus.PENDING
     error_msg: str | None = None
+    #: A MISSED summary row stands for this many late fires, from ``fire_time`` to
+    #: ``last_fire_time`` (None: the row is one fire).
+    missed_count: int | None = None
+    last_fire_time: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -226,6 +232,7 @@ class HeldRun:
     pid: int | None
     fire_time: datetime
     attempt: int
+    recoveries: int = 0  # times a node died while running this fire (see RunStore.recover)
 
 
 @dataclass(frozen=True)
@@ -273,3 +280,6 @@ class HistoryRow:
     error_msg: str | None
     version: int
     create_time: datetime
+    recoveries: int = 0
+    missed_count: int | None = None
+    last_fire_time: datetime | None = None

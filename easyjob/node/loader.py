@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from easyjob.core.config import NodeConfig
 from easyjob.core.cron import CronSchedule
 from easyjob.core.planner import plan_advance
-from easyjob.core.records import Advance, Candidate
+from easyjob.core.records import Advance, Candidate, TaskRow
 from easyjob.core.states import Misfire, Overlap
 from easyjob.core.strategies import ClusterView, LeastCountStrategy, Strategy, overdue
-from easyjob.errors import ConfigError
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Membership
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
+from easyjob.node.unplannable import Unplannable
 from easyjob.registry import Registered
 from easyjob.store import Store
 
@@ -46,9 +46,14 @@ class Loader(Loop):
        (at most the room and the batch), which skips rows other nodes are claiming: no
        pending read, no strategy, no lost races; a full batch claims again at once.
 
-    Tasks whose rows name code this node does not have are remembered (a short list of
-    ids, forgotten every ``_FORGET_POLLS`` polls) and left out of both reads, so polling
-    costs the same whatever the number of tasks or functions.
+    A node plans and claims only the tasks its code declared: the task rows it registered
+    at start (:meth:`declare`), still naming the function its code has for that name. A
+    task row it cannot plan (another node's code, a bad cron or zone edited into the row, a
+    write the database refuses) is set aside, reported once per change of the row and
+    looked at again every 10 s (:mod:`easyjob.node.unplannable`): one task's problem never
+    stops the others' planning. Tasks whose runs it cannot run are remembered (a short list
+    of ids, forgotten every ``_FORGET_POLLS`` polls) and left out of the pending read, so
+    polling costs the same whatever the number of tasks or functions.
 
     A node that is not fresh (its heartbeat may look dead to peers) claims nothing.
     """
@@ -74,7 +79,9 @@ class Loader(Loop):
         self._membership = membership
         self._dispatcher = dispatcher
         self._code = {name: entry.spec.func for name, entry in tasks.items()}
+        self._task_ids: frozenset[int] | None = None
         self._foreign: set[int] = set()
+        self._unplannable = Unplannable(log)
         self._polls = 0
         self._schedules: dict[tuple[str, str], CronSchedule] = {}
         self.offered = 0  # runs this node tried to claim
@@ -100,10 +107,14 @@ class Loader(Loop):
         more = self._claim(now, horizon)
         return 0.0 if backlog or more else None
 
+    def declare(self, task_ids: Iterable[int]) -> None:
+        """The ids of the task rows this node registered: it claims only their runs."""
+        self._task_ids = frozenset(task_ids)
+
     def _mine(self, task_id: int, name: str, func: str) -> bool:
-        """Whether this node's code declared task *name* with function *func*; if not, the
-        task is left out of the next reads."""
-        if self._code.get(name) == func:
+        """Whether task row *task_id* is one this node registered, still naming the function
+        its code declared for *name*; if not, its runs are left out of the next reads."""
+        if (self._task_ids is None or task_id in self._task_ids) and self._code.get(name) == func:
             return True
         self._foreign.add(task_id)
         return False
@@ -117,36 +128,47 @@ class Loader(Loop):
         due = self._store.tasks.due(
             horizon,
             self._config.batch,
-            self._foreign,
+            self._unplannable.ids(now),
             share=share,
             overdue_before=now - grace,
         )
         advances: list[Advance] = []
         backlog = False
         for task in due:
-            if not self._mine(task.id, task.name, task.func):
-                backlog = True  # read again without it
-                continue
-            schedule = self._schedule(task.cron_expr, task.tz)
-            if schedule is None:
-                continue
-            advance, more = plan_advance(task, schedule, now, horizon)
-            advances.append(advance)
-            backlog = backlog or more
+            advance, more = self._plan(task, now, horizon)
+            if advance is not None:
+                advances.append(advance)
+                backlog = backlog or more
         if advances:
-            self._store.tasks.advance(self._config.node_id, advances)
+            self._store.tasks.advance(
+                self._config.node_id, advances, on_error=self._unplannable.failed_write
+            )
         return backlog or len(due) == self._config.batch
 
-    def _schedule(self, expr: str | None, tz: str) -> CronSchedule | None:
-        if expr is None:
-            return None
+    def _plan(self, task: TaskRow, now: datetime, horizon: datetime) -> tuple[Advance | None, bool]:
+        """The advance of one due task, or None when it cannot be planned (its row names a
+        task this node's code does not declare, or holds a bad cron or zone): the task is
+        then set aside, reported once per change of its row, and the others go on."""
+        func = self._code.get(task.name)
+        if func != task.func:
+            why = f"its function {task.func} is not what this node's code declares for it"
+            if func is None:
+                why = "no task of that name is declared by this node's code"
+            self._unplannable.add(task, now, why, logging.INFO)
+            return None, False
+        if task.cron_expr is None:
+            self._unplannable.add(task, now, "it has a next_start_time but no cron", logging.INFO)
+            return None, False
+        try:
+            return plan_advance(task, self._schedule(task.cron_expr, task.tz), now, horizon)
+        except Exception as err:  # one task's bad row must not stop the others' planning
+            self._unplannable.add(task, now, f"{type(err).__name__}: {err}", logging.ERROR)
+            return None, False
+
+    def _schedule(self, expr: str, tz: str) -> CronSchedule:
         key = (expr, tz)
         if key not in self._schedules:
-            try:
-                self._schedules[key] = CronSchedule.parse(expr, tz)
-            except ConfigError as err:
-                self.log.error("cannot schedule %r in %s: %s", expr, tz, err)
-                return None
+            self._schedules[key] = CronSchedule.parse(expr, tz)
         return self._schedules[key]
 
     def _claim(self, now: datetime, horizon: datetime) -> bool:

@@ -21,6 +21,7 @@ from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Heartbeater, Membership
 from easyjob.node.liveness import Liveness
 from easyjob.node.loader import Loader
+from easyjob.node.pruner import Pruner
 from easyjob.node.recovery import Recoverer
 from easyjob.registry import Registry, default_registry
 from easyjob.store import Store
@@ -68,7 +69,7 @@ class Node:
     def start(self) -> None:
         """Register this node and its tasks, then start its threads."""
         specs = self.prepare()
-        for part in (self.heartbeat, self.dispatcher, self.loader, self.recovery):
+        for part in (self.heartbeat, self.dispatcher, self.loader, self.recovery, self.pruner):
             part.start()
         self._threads_started = True
         self._started_at = self.clock.monotonic()
@@ -121,8 +122,10 @@ class Node:
         self.recovery = Recoverer(
             self.store, self.config, self.liveness, self.log, self.dispatcher.held_ids
         )
+        self.pruner = Pruner(self.store, self.config, self.membership, self.log)
         self.heartbeat.register()
-        self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
+        rows = self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
+        self.loader.declare(row.id for row in rows)
         self._recover_predecessor()
         return specs
 
@@ -130,8 +133,21 @@ class Node:
         """A restart under a configured id is a new incarnation: whatever the crashed
         predecessor held is taken back as new attempts, never adopted."""
         while held := self.store.runs.held_by(self.config.node_id, self.config.batch):
-            created = self.store.runs.recover(held, self.config.node_id)
-            if not created:
+            gave_up: list[int] = []
+            created = self.store.runs.recover(
+                held,
+                self.config.node_id,
+                max_recoveries=self.config.max_recoveries,
+                gave_up=gave_up,
+            )
+            if gave_up:
+                self.log.error(
+                    "run(s) %s FAILED, not run again: this id's previous incarnation died "
+                    "while running them more than max_recoveries (%d) times",
+                    ", ".join(map(str, gave_up)),
+                    self.config.max_recoveries,
+                )
+            if not created and not gave_up:
                 break
             self.log.warning(
                 "took back %d run(s) held by this id's previous incarnation", len(created)
@@ -171,6 +187,7 @@ class Node:
                 left,
             )
         self.recovery.stop()
+        self.pruner.stop()
         self.heartbeat.stop()
         self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPED)
         self._stopped.set()

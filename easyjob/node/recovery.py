@@ -59,11 +59,24 @@ class Recoverer(Loop):
         held = [h for h in held if h.node_id != self._config.node_id]
         if not held:
             return None
-        created = self._store.runs.recover(held, self._config.node_id)
+        gave_up: list[int] = []
+        created = self._store.runs.recover(
+            held,
+            self._config.node_id,
+            max_recoveries=self._config.max_recoveries,
+            gave_up=gave_up,
+        )
         dead = sorted({h.node_id for h in held})
         self.log.warning(
             "recovered %d run(s) of dead node(s) %s as new attempts", len(created), ", ".join(dead)
         )
+        if gave_up:
+            self.log.error(
+                "run(s) %s FAILED, not run again: their nodes died while running them more "
+                "than max_recoveries (%d) times",
+                ", ".join(map(str, gave_up)),
+                self._config.max_recoveries,
+            )
         return 0.0 if len(held) == self._config.batch else None
 
     def sweep_orphans(self) -> int:

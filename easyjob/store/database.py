@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -25,6 +26,11 @@ __all__ = ["PRIMARY_KEY_HINT", "Database", "at_versions", "per_id", "per_key", "
 
 T = TypeVar("T")
 log = logging.getLogger("easyjob.store")
+
+#: The lock schema creators take turns through (PostgreSQL advisory key; MySQL lock name).
+_SCHEMA_LOCK_KEY = 0x65617379_6A6F62  # "easyjob"
+_SCHEMA_LOCK_NAME = "easyjob_schema"
+_SCHEMA_LOCK_WAIT_S = 60
 
 
 #: MySQL/MariaDB statements that lock rows by a list of ids go through the primary key. On a
@@ -259,20 +265,49 @@ class Database:
     # -- schema -----------------------------------------------------------------------------
 
     def create_schema(self) -> None:
-        """Create the tables if absent (idempotent) and record the schema version."""
+        """Create the tables if absent (idempotent) and record the schema version.
+
+        Safe when any number of processes do it at once on an empty database: creators take
+        turns through a lock of the database's own (PostgreSQL: a transaction-scoped advisory
+        lock, so the DDL commits before the next creator looks; MySQL/MariaDB, whose DDL
+        commits at once: a named ``GET_LOCK``; SQLite: its write lock, taken at ``BEGIN``),
+        and each looks for the tables only once it holds it."""
 
         def create(conn: sa.Connection) -> None:
-            metadata.create_all(conn, checkfirst=True)
-            found = conn.scalar(
-                sa.select(meta_table.c.value).where(meta_table.c.name == "schema_version")
-            )
-            if found is None:
-                conn.execute(
-                    meta_table.insert().values(name="schema_version", value=str(SCHEMA_VERSION))
+            with self._schema_lock(conn):
+                metadata.create_all(conn, checkfirst=True)
+                found = conn.scalar(
+                    sa.select(meta_table.c.value).where(meta_table.c.name == "schema_version")
                 )
+                if found is None:
+                    conn.execute(
+                        meta_table.insert().values(name="schema_version", value=str(SCHEMA_VERSION))
+                    )
 
         self.write("create_schema", create)
         self.check_schema()
+
+    @contextmanager
+    def _schema_lock(self, conn: sa.Connection) -> Iterator[None]:
+        if self.dialect == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
+            yield
+        elif self.dialect in ("mysql", "mariadb"):
+            got = conn.scalar(
+                sa.text("SELECT GET_LOCK(:name, :wait)"),
+                {"name": _SCHEMA_LOCK_NAME, "wait": _SCHEMA_LOCK_WAIT_S},
+            )
+            if got != 1:
+                raise DatabaseUnavailableError(
+                    f"could not take the schema lock {_SCHEMA_LOCK_NAME!r} in "
+                    f"{_SCHEMA_LOCK_WAIT_S}s: another process is creating the easyjob tables"
+                )
+            try:
+                yield
+            finally:
+                conn.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": _SCHEMA_LOCK_NAME})
+        else:
+            yield
 
     def check_schema(self) -> None:
         """Raise SchemaMissingError or SchemaVersionError unless the tables are this version's."""

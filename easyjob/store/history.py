@@ -85,6 +85,27 @@ class HistoryStore:
             if deleted < batch:
                 return total
 
+    def prune_batch(self, older_than: timedelta, batch: int) -> int:
+        """One batch of :meth:`prune`: at most *batch* finished runs whose ``end_time`` is
+        older than *older_than* (database time) deleted in one short transaction; returns
+        how many. The oldest go first (index on ``end_time``)."""
+
+        def write(conn: sa.Connection) -> int:
+            cutoff = conn.scalar(sa.select(db_now())) - older_than
+            ids = list(
+                conn.scalars(
+                    sa.select(d.c.id)
+                    .where(d.c.end_time < cutoff, d.c.status.in_([str(s) for s in TERMINAL]))
+                    .order_by(d.c.end_time)
+                    .limit(batch)
+                )
+            )
+            if ids:
+                conn.execute(d.delete().where(d.c.id.in_(ids)))
+            return len(ids)
+
+        return self._db.write("prune_batch", write)
+
     def failures(
         self,
         *,
@@ -148,6 +169,9 @@ _DETAIL = [
     "error_msg",
     "version",
     "create_time",
+    "recoveries",
+    "missed_count",
+    "last_fire_time",
 ]
 
 

@@ -8,15 +8,16 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from easyjob.core.records import NodeRow
-from easyjob.core.states import NodeStatus
+from easyjob.core.states import HELD, NodeStatus
 from easyjob.errors import NodeIdInUseError
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
-from easyjob.store.schema import node_table
+from easyjob.store.schema import node_table, task_detail_table
 
 __all__ = ["Heartbeat", "NodeStore"]
 
 n = node_table
+d = task_detail_table
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,26 @@ class NodeStore:
         if not self._db.read("stale_nodes", found):
             return 0
         return self._db.write("mark_dead", write)
+
+    def prune(self, older_than: timedelta) -> int:
+        """Delete the rows of nodes STOPPED or DEAD whose last heartbeat is older than
+        *older_than* (database time) and that hold no run; returns how many."""
+
+        def write(conn: sa.Connection) -> int:
+            cutoff = conn.scalar(sa.select(db_now())) - older_than
+            holds = sa.exists().where(
+                d.c.node_id == n.c.node_id, d.c.status.in_([str(s) for s in HELD])
+            )
+            done = conn.execute(
+                n.delete().where(
+                    n.c.status.in_([str(NodeStatus.STOPPED), str(NodeStatus.DEAD)]),
+                    n.c.heartbeat_at < cutoff,
+                    ~holds,
+                )
+            )
+            return int(done.rowcount)
+
+        return self._db.write("prune_nodes", write)
 
     def all(self) -> tuple[datetime, list[NodeRow]]:
         """The database time and every node row with its heartbeat age in database time.

@@ -82,6 +82,7 @@ _HELD_COLUMNS = (
     d.c.pid,
     d.c.fire_time,
     d.c.attempt,
+    d.c.recoveries,
 )
 
 
@@ -486,17 +487,38 @@ class RunStore:
         return self._db.read("held_by", read)
 
     def recover(
-        self, runs: Sequence[HeldRun], by_node: str, *, reason: str | None = None
+        self,
+        runs: Sequence[HeldRun],
+        by_node: str,
+        *,
+        reason: str | None = None,
+        max_recoveries: int | None = None,
+        gave_up: list[int] | None = None,
     ) -> list[int]:
         """Take back *runs* of dead nodes: each goes ABANDONED (version-checked) and a new
         PENDING attempt (``attempt`` + 1, ``triggered_by`` = recovery) is made claimable now.
         Returns the ids of the new attempts; a run that changed meanwhile is left alone.
-        *reason* (default: the holder was declared dead) is written to the abandoned row."""
+        *reason* (default: the holder was declared dead) is written to the abandoned row.
+
+        With *max_recoveries*, a crash is not contagious: a RUNNING run counts one more
+        recovery (``recoveries``, carried on the new attempt; a CLAIMED run never started, so
+        its count is carried unchanged), and a run whose count would pass *max_recoveries*
+        is not run again: it ends FAILED, naming the cause, its task's ``fail_count`` grows
+        and its child tasks get SKIPPED rows; its id is appended to *gave_up*. Without it
+        (the orphan sweep: a run whose function never ran) nothing is counted."""
 
         def write(conn: sa.Connection) -> list[int]:
             now = conn.scalar(sa.select(db_now()))
             created = []
+            ended = []
             for run in runs:
+                crashes = run.recoveries
+                if max_recoveries is not None and run.status == RunStatus.RUNNING:
+                    crashes += 1
+                if max_recoveries is not None and crashes > max_recoveries:
+                    if _give_up(conn, run, crashes, max_recoveries, now):
+                        ended.append(run.id)
+                    continue
                 why = reason or f"node {run.node_id} declared dead; taken over by {by_node}"
                 done = conn.execute(
                     d.update()
@@ -521,8 +543,11 @@ class RunStore:
                             Trigger.RECOVERY,
                             now,
                             now,
+                            recoveries=crashes,
                         )
                     )
+            if gave_up is not None:
+                gave_up.extend(ended)
             return created
 
         return self._db.write("recover_runs", write)
@@ -620,7 +645,64 @@ def _children_of(
     reason: str | None = None,
 ) -> None:
     """A run of each ACTIVE child task of each parent run in *parent_ids*: PENDING after a
-    success, or written SKIPPED with *reason* after a final failure."""
+    success, or written SKIPPED with *reason* after a final failure.
+
+    A parent cycle in the table (``pid`` written by hand: a task its own parent, or a -> b
+    -> a) is refused here, at run time: a child that is also an ancestor of its parent's
+    task gets a SKIPPED row naming the cycle instead of a run, so a cycle costs one row per
+    success instead of a chain of runs that grows until a restart."""
+    parent = d.alias("parent")
+    pairs = conn.execute(
+        sa.select(parent.c.id, parent.c.task_id, t.c.id)
+        .join_from(parent, t, t.c.pid == parent.c.task_id)
+        # from the parent runs' ids, not from the index on the tasks' status (see status_is)
+        .where(parent.c.id.in_(list(parent_ids)), status_is(t.c.status, str(TaskStatus.ACTIVE)))
+    ).all()
+    if not pairs:
+        return
+    ancestors = _ancestors(conn, {row[1] for row in pairs})
+    refused = [(run_id, child) for run_id, task_id, child in pairs if child in ancestors[task_id]]
+    if len(refused) < len(pairs):
+        _insert_children(conn, parent_ids, refused, False, status, reason)
+    if refused:
+        why = (
+            "refused: a parent cycle in easy_job_task.pid (this task is an ancestor of its parent)"
+        )
+        _insert_children(conn, parent_ids, refused, True, RunStatus.SKIPPED, why)
+
+
+def _ancestors(
+    conn: sa.Connection, task_ids: Collection[int], depth: int = 64
+) -> dict[int, set[int]]:
+    """Each task of *task_ids* with the set of itself and its ancestors (``pid`` followed up,
+    at most *depth* levels)."""
+    parents: dict[int, int | None] = {}
+    frontier = set(task_ids)
+    for _ in range(depth):
+        if not frontier:
+            break
+        rows = conn.execute(sa.select(t.c.id, t.c.pid).where(t.c.id.in_(list(frontier)))).all()
+        parents.update({row[0]: row[1] for row in rows})
+        frontier = {row[1] for row in rows if row[1] is not None and row[1] not in parents}
+    result = {}
+    for task_id in task_ids:
+        seen = {task_id}
+        cursor = parents.get(task_id)
+        while cursor is not None and cursor not in seen:
+            seen.add(cursor)
+            cursor = parents.get(cursor)
+        result[task_id] = seen
+    return result
+
+
+def _insert_children(
+    conn: sa.Connection,
+    parent_ids: Collection[int],
+    refused: Sequence[tuple[int, int]],
+    only_refused: bool,
+    status: RunStatus,
+    reason: str | None,
+) -> None:
     parent = d.alias("parent")
     now = db_now()
     select = (
@@ -637,12 +719,14 @@ def _children_of(
             now,
         )
         .join_from(parent, t, t.c.pid == parent.c.task_id)
-        # from the parent runs' ids, not from the index on the tasks' status (see status_is)
         .where(
             parent.c.id.in_(list(parent_ids)),
             status_is(t.c.status, str(TaskStatus.ACTIVE)),
         )
     )
+    if refused:
+        pair = sa.tuple_(parent.c.id, t.c.id)
+        select = select.where(pair.in_(refused) if only_refused else pair.not_in(refused))
     columns = [
         "task_id",
         "pid",
@@ -667,9 +751,12 @@ def _new_attempt(
     trigger: Trigger,
     due: datetime,
     now: datetime,
+    *,
+    recoveries: int = 0,
 ) -> int:
     result = conn.execute(
         d.insert().values(
+            recoveries=recoveries,
             task_id=task_id,
             pid=pid,
             fire_time=fire_time,
@@ -681,6 +768,32 @@ def _new_attempt(
         )
     )
     return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+
+def _give_up(conn: sa.Connection, run: HeldRun, crashes: int, limit: int, now: datetime) -> bool:
+    """End a RUNNING run whose node died while running it once too often: FAILED, with its
+    task's fail count and its children's SKIPPED rows. False if it changed meanwhile."""
+    times = "once" if crashes == 1 else f"{crashes} times"
+    why = (
+        f"its node died while running it {times} (last: {run.node_id}); not run again "
+        f"(max_recoveries {limit}): the job may be killing its process"
+    )
+    done = conn.execute(
+        d.update()
+        .where(d.c.id == run.id, d.c.version == run.version, d.c.status == str(run.status))
+        .values(
+            status=str(RunStatus.FAILED),
+            version=d.c.version + 1,
+            end_time=now,
+            error_msg=why,
+            recoveries=crashes,
+        )
+    )
+    if done.rowcount != 1:
+        return False
+    conn.execute(t.update().where(t.c.id == run.task_id).values(fail_count=t.c.fail_count + 1))
+    _children_of(conn, [run.id], RunStatus.SKIPPED, f"parent run {run.id} failed")
+    return True
 
 
 def _run(row: Any) -> Run:

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 #: Bumped whenever a table, column or index changes; checked by every node at start.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -151,6 +151,9 @@ task_detail_table = sa.Table(
     sa.Column("version", Count, nullable=False, server_default=sa.text("0")),
     sa.Column("create_time", UTCDateTime, nullable=False),
     sa.Column("cron_key", UTCDateTime, _CRON_KEY),
+    sa.Column("recoveries", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("missed_count", Count),
+    sa.Column("last_fire_time", UTCDateTime),
     sa.UniqueConstraint("task_id", "cron_key", name="uq_easy_job_task_detail_cron_fire"),
     sa.Index("ix_easy_job_task_detail_pending", "status", "due_time"),
     sa.Index("ix_easy_job_task_detail_held", "status", "node_id"),

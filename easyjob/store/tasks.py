@@ -2,27 +2,31 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from easyjob.core.cron import CronSchedule
 from easyjob.core.records import Advance, TaskRow, TaskSpec
 from easyjob.core.states import RunStatus, TaskStatus, Trigger
-from easyjob.errors import TaskDefinitionError, TaskNotFoundError
+from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
 from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
+from easyjob.store.retry import first_line, is_transient
 from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
 
 __all__ = ["TaskStore"]
 
 t = task_table
 d = task_detail_table
+log = logging.getLogger("easyjob.store")
 
 
 #: Tasks registered per transaction: a short hold of SQLite's write lock, and well under
@@ -153,7 +157,7 @@ class TaskStore:
         """The task called *name*; raises TaskNotFoundError."""
         rows = self._db.read("get_task", lambda conn: self._by_names(conn, [name]))
         if name not in rows:
-            raise TaskNotFoundError(f"no task named {name!r}")
+            raise TaskNotFoundError(f"no task named {shown(name)}")
         return rows[name]
 
     def all(self) -> list[TaskRow]:
@@ -182,7 +186,7 @@ class TaskStore:
             query = sa.select(t.c.id, t.c.cron_expr, t.c.tz, t.c.status).where(t.c.name == name)
             row = conn.execute(query).first()
             if row is None:
-                raise TaskNotFoundError(f"no task named {name!r}")
+                raise TaskNotFoundError(f"no task named {shown(name)}")
             if row.status == str(TaskStatus.FINISHED):
                 raise TaskDefinitionError(
                     f"task {name!r} is FINISHED: its schedule will never fire again"
@@ -229,7 +233,8 @@ class TaskStore:
         With *share* ``(rank, size)`` only the tasks with ``id mod size == rank``, plus any
         whose ``next_start_time`` is before *overdue_before*: live nodes split the advancing
         between them instead of all racing for every task, and a task whose owner is gone is
-        still advanced by someone once it is overdue.
+        still advanced by someone once it is overdue. Tasks whose id is in *exclude* (set
+        aside by the loader: they could not be planned) are left out.
 
         Cost is O(rows returned): served by the index on (status, next_start_time).
         """
@@ -253,15 +258,58 @@ class TaskStore:
 
         return self._db.read("due_tasks", read)
 
-    def advance(self, node_id: str, advances: Sequence[Advance]) -> list[int]:
+    def advance(
+        self,
+        node_id: str,
+        advances: Sequence[Advance],
+        *,
+        on_error: Callable[[int, str], None] | None = None,
+    ) -> list[int]:
         """Move each task's ``next_start_time`` forward from the version read, and write the
         fires it passed over as run rows (PENDING to be claimed, or MISSED), in one
         transaction. Returns the ids of the tasks advanced; a task whose version changed
-        meanwhile (another node advanced it, or it was edited) is left alone. The database
-        also refuses a second row for the same cron fire (unique ``cron_key``)."""
+        meanwhile (another node advanced it, or it was edited) is left alone.
+
+        Idempotent per fire: a fire that already has a row (unique ``cron_key``: the schedule
+        was changed or moved back, or an older node wrote it) is skipped, not an error.
+        Isolated per task: when the batch fails for a reason that is not transient, each
+        task is written alone, and a task that still fails is left as it is and reported to
+        *on_error* ``(task_id, message)`` (else logged): the others advance."""
         if not advances:
             return []
-        return self._db.write("advance_tasks", lambda conn: self._advance(conn, node_id, advances))
+        try:
+            return self._db.write(
+                "advance_tasks", lambda conn: self._advance(conn, node_id, advances)
+            )
+        except sa_exc.DBAPIError as err:
+            if is_transient(err):  # outlasted the retries: the loader's next poll tries again
+                raise
+            if len(advances) == 1:
+                self._report(advances[0].task_id, err, on_error)
+                return []
+        won: list[int] = []
+        for one in advances:
+
+            def write(conn: sa.Connection, one: Advance = one) -> list[int]:
+                return self._advance(conn, node_id, [one])
+
+            try:
+                won += self._db.write("advance_task", write)
+            except sa_exc.DBAPIError as err:
+                if is_transient(err):
+                    raise
+                self._report(one.task_id, err, on_error)
+        return won
+
+    @staticmethod
+    def _report(
+        task_id: int, err: sa_exc.DBAPIError, on_error: Callable[[int, str], None] | None
+    ) -> None:
+        message = first_line(err.orig or err)
+        if on_error is not None:
+            on_error(task_id, message)
+        else:
+            log.error("task id %d cannot be advanced: %s", task_id, message)
 
     def _advance(self, conn: sa.Connection, node_id: str, advances: Sequence[Advance]) -> list[int]:
         by_id = {a.task_id: a for a in advances}
@@ -296,13 +344,27 @@ class TaskStore:
                 "error_msg": fire.error_msg,
                 "end_time": now if fire.status != RunStatus.PENDING else None,
                 "create_time": now,
+                "missed_count": fire.missed_count,
+                "last_fire_time": fire.last_fire_time,
             }
             for task_id in won
             for fire in by_id[task_id].fires
         ]
         if rows:
-            conn.execute(d.insert(), rows)
+            conn.execute(self._insert_fires(), rows)
         return won
+
+    def _insert_fires(self) -> sa.Insert:
+        """An INSERT of run rows that skips a row whose cron fire already has one.
+
+        PostgreSQL and SQLite: ``ON CONFLICT DO NOTHING``. MySQL/MariaDB: ``ON DUPLICATE KEY
+        UPDATE`` of nothing (the id to itself), not ``INSERT IGNORE``, which would also turn
+        other errors (a value too long, a bad date) into warnings and store mangled rows."""
+        if self._db.dialect == "postgresql":
+            return postgresql.insert(d).on_conflict_do_nothing()
+        if self._db.dialect == "sqlite":
+            return sqlite.insert(d).on_conflict_do_nothing()
+        return mysql.insert(d).on_duplicate_key_update(id=d.c.id)
 
     def trigger(self, name: str) -> int:
         """Create a manual fire of task *name* (any node may take it); returns its run id."""
@@ -310,7 +372,7 @@ class TaskStore:
         def write(conn: sa.Connection) -> int:
             task_id = conn.scalar(sa.select(t.c.id).where(t.c.name == name))
             if task_id is None:
-                raise TaskNotFoundError(f"no task named {name!r}")
+                raise TaskNotFoundError(f"no task named {shown(name)}")
             now = conn.scalar(sa.select(db_now()))
             result = conn.execute(
                 d.insert().values(

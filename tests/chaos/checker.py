@@ -15,7 +15,8 @@ Invariants (DESIGN.md, "The contract"):
 8. next fire times never go backwards;
 9. chains: each child runs once per successful parent run, and only after one;
 10. nothing runs that the contract says must not (e.g. late fires under ``skip``);
-11. a fire that did not run still has a row (MISSED): none is dropped silently.
+11. a fire that did not run still has a row (MISSED, or within a MISSED summary row's
+    ``fire_time`` .. ``last_fire_time``): none is dropped silently.
 """
 
 from __future__ import annotations
@@ -135,10 +136,16 @@ def build(obs: Observation) -> Report:
         note("forbidden", _key(key))
 
     rows = {(r.task_name, r.fire_time) for r in obs.runs}
+    # a MISSED summary row stands for every fire of its task from fire_time to last_fire_time
+    spans = [(r.task_name, r.fire_time, r.last_fire_time) for r in obs.runs if r.last_fire_time]
+
+    def has_row(k: Key) -> bool:
+        return k in rows or any(k[0] == n and a <= k[1] <= b for n, a, b in spans)
+
     dropped = [
         k
         for k in obs.expectations.may | obs.expectations.never
-        if not by_key.get(k) and k not in rows
+        if not by_key.get(k) and not has_row(k)
     ]
     for key in dropped:
         note("dropped", _key(key))

@@ -12,7 +12,7 @@ from easyjob.cli import commands
 from easyjob.errors import SchemaMissingError
 from easyjob.store import Store
 from easyjob.store.engine import normalize_url, safe_url
-from easyjob.store.schema import meta_table
+from easyjob.store.schema import SCHEMA_VERSION, meta_table
 from tests.cli.conftest import Cli, Result, yearly
 
 DB_COMMANDS = [
@@ -55,7 +55,7 @@ def test_schema_of_another_version_is_exit_3(cli: Cli, store: Store, db_url: str
     assert (result.code, result.err) == (
         3,
         f"easyjob: the easyjob tables in {store.db.url!r} are schema version '999', "
-        "this easyjob needs version 1\n",
+        f"this easyjob needs version {SCHEMA_VERSION}\n",
     )
 
 

@@ -235,7 +235,7 @@ def test_a_task_no_running_node_registered_is_flagged_not_deleted(
             t.update().where(t.c.name == "gone").values(seen_time=_when("2020-01-01T00:00:00Z"))
         ),
     )
-    assert cli("tasks", "--json", "--db", db_url).json()["tasks"][0]["in_code"] is None
+    assert cli("tasks", "--json", "--db", db_url).json()["tasks"][0]["in_code"] is False
     register(store, "node-a")
     store.tasks.upsert(yearly("kept"))  # what node-a's code declares, after its row
     doc = cli("tasks", "--json", "--db", db_url).json()

@@ -10,11 +10,12 @@ import sqlalchemy as sa
 from easyjob.core.states import RunStatus, TaskStatus, Trigger
 from easyjob.store import Store
 from easyjob.store.schema import task_table as t
-from tests.cli.conftest import Cli, age_runs, start_manual_run, yearly
+from tests.cli.conftest import Cli, age_runs, register, start_manual_run, yearly
 
 
 def test_trigger_makes_a_pending_manual_run(cli: Cli, store: Store, db_url: str) -> None:
-    store.tasks.upsert(yearly("report"))
+    register(store, "node-a")
+    store.tasks.upsert(yearly("report"))  # what node-a's code declares
     result = cli("trigger", "report", "--db", db_url)
     assert result.code == 0
     (run,) = store.history.runs(task="report")
@@ -25,8 +26,31 @@ def test_trigger_makes_a_pending_manual_run(cli: Cli, store: Store, db_url: str)
         None,
     )
     doc = cli("trigger", "report", "--json", "--db", db_url).json()
-    assert doc == {"task": "report", "run_id": doc["run_id"]}
+    assert doc == {"task": "report", "run_id": doc["run_id"], "runnable": True}
     assert [r.id for r in store.history.runs(task="report")] == [doc["run_id"], run.id]
+
+
+def test_trigger_of_a_task_no_live_node_registered_warns_with_exit_5(
+    cli: Cli, store: Store, db_url: str
+) -> None:
+    store.tasks.upsert(yearly("orphan"))  # registered once, by a node that is gone
+    register(store, "node-a")  # the live node started later, without it in its code
+    result = cli("trigger", "orphan", "--db", db_url)
+    (run,) = store.history.runs(task="orphan")
+    assert (result.code, result.out) == (5, f"triggered orphan: run {run.id}\n")
+    assert result.err == (
+        f"easyjob: warning: no live node registered task 'orphan': run {run.id} waits PENDING "
+        "until a node whose code declares it starts (see `easyjob tasks`, in_code)\n"
+    )
+    assert run.status == RunStatus.PENDING  # made all the same: a node may start with it
+    assert cli("tasks", "--json", "--db", db_url).json()["tasks"][0]["in_code"] is False
+
+
+def test_a_100k_character_name_is_cut_in_the_error(cli: Cli, store: Store, db_url: str) -> None:
+    name = "x" * 100_000
+    result = cli("trigger", name, "--db", db_url)
+    assert result.code == 4
+    assert result.err == f"easyjob: no task named '{'x' * 199}... (100000 characters)\n"
 
 
 def test_pause_and_resume_set_the_task_status(cli: Cli, store: Store, db_url: str) -> None:

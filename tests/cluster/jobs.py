@@ -34,8 +34,10 @@ def tick(ctx: TaskContext, n: int) -> None:
     record(ctx)
 
 
+# EASYJOB_TEST_TICK_CRON: the ticks' schedule (a rolling deploy changes it)
 for _i in range(int(os.environ.get("EASYJOB_TEST_TICKS", "0"))):
-    scheduled("* * * * * *", name=f"tick-{_i}", kwargs={"n": _i})(tick)
+    cron = os.environ.get("EASYJOB_TEST_TICK_CRON", "* * * * * *")
+    scheduled(cron, name=f"tick-{_i}", kwargs={"n": _i})(tick)
 
 
 @scheduled("0 0 1 1 *", name="slow")  # in practice fired by the tests with a manual trigger
@@ -90,6 +92,13 @@ def overrun(ctx: TaskContext) -> None:
             return
         time.sleep(0.01)
     record(ctx, "finished")
+
+
+@scheduled("0 0 1 1 *", name="poison")
+def poison(ctx: TaskContext) -> None:
+    """Kills its process, as a segfault or an OOM kill would."""
+    record(ctx, "started")
+    os._exit(1)
 
 
 def _long(ctx: TaskContext) -> None:

@@ -22,7 +22,7 @@ from easyjob.core.records import Advance, PlannedFire, Run, TaskSpec
 from easyjob.core.states import NodeStatus, RunStatus, TaskStatus, Trigger
 from easyjob.store import Store
 from easyjob.store.engine import READONLY, create_engine
-from easyjob.store.schema import metadata, node_table, task_table
+from easyjob.store.schema import SCHEMA_VERSION, metadata, node_table, task_table
 from tests.conftest import FAST_RETRY
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "schema.md"
@@ -302,7 +302,7 @@ def _check_lateness(rows: Rows, facts: Facts) -> None:
 
 
 def _check_meta(rows: Rows, facts: Facts) -> None:
-    assert rows == [{"name": "schema_version", "value": "1"}]
+    assert rows == [{"name": "schema_version", "value": str(SCHEMA_VERSION)}]
 
 
 def _check_tasks(rows: Rows, facts: Facts) -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from easyjob.core.cron import CronSchedule
 from easyjob.core.planner import plan_advance
 from easyjob.core.records import TaskRow
-from easyjob.core.states import Misfire, Overlap, RunStatus, TaskStatus
+from easyjob.core.states import Misfire, Overlap, TaskStatus
 
 T0 = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
 EVERY_SECOND = CronSchedule.parse("* * * * * *")
@@ -54,21 +54,29 @@ def test_on_time_fires_in_the_window_are_all_pending() -> None:
     assert advance.next_start_time == T0 + timedelta(seconds=3)
 
 
-def test_fire_once_runs_the_latest_late_fire_and_misses_the_rest() -> None:
+def test_fire_once_runs_the_latest_late_fire_and_sums_up_the_rest_in_one_row() -> None:
     now = T0 + timedelta(seconds=10)
     advance, _ = plan_advance(task(T0), EVERY_SECOND, now, now + timedelta(seconds=1))
     # late: T0 .. T0+4 (older than now - 5 s grace); T0+4 runs once, T0+5 .. T0+11 on time
-    assert statuses(advance.fires) == ["M"] * 4 + ["P"] * 8
+    assert statuses(advance.fires) == ["M"] + ["P"] * 8
     missed = advance.fires[0]
-    assert (
-        missed.error_msg == "missed: not started within its misfire grace of 5s (policy fire_once)"
+    assert (missed.fire_time, missed.last_fire_time, missed.missed_count) == (
+        T0,
+        T0 + timedelta(seconds=3),
+        4,
     )
+    assert missed.error_msg == (
+        "missed 4 fires from 2030-01-01T12:00:00Z to 2030-01-01T12:00:03Z: not started "
+        "within its misfire grace of 5s (policy fire_once)"
+    )
+    assert advance.fires[1].fire_time == T0 + timedelta(seconds=4)
 
 
-def test_skip_misses_every_late_fire() -> None:
+def test_skip_sums_up_every_late_fire_in_one_row() -> None:
     now = T0 + timedelta(seconds=10)
     advance, _ = plan_advance(task(T0, Misfire.SKIP), EVERY_SECOND, now, now)
-    assert statuses(advance.fires) == ["M"] * 5 + ["P"] * 6
+    assert statuses(advance.fires) == ["M"] + ["P"] * 6
+    assert advance.fires[0].missed_count == 5
 
 
 def test_catch_up_runs_every_late_fire() -> None:
@@ -77,13 +85,36 @@ def test_catch_up_runs_every_late_fire() -> None:
     assert statuses(advance.fires) == ["P"] * 11
 
 
-def test_a_long_backlog_is_written_in_chunks_and_fire_once_runs_only_at_its_end() -> None:
+def test_a_day_long_gap_is_one_row_planned_at_once() -> None:
+    now = T0 + timedelta(days=1)
+    advance, more = plan_advance(task(T0), EVERY_SECOND, now, now, cap=1000)
+    assert not more
+    assert statuses(advance.fires) == ["M"] + ["P"] * 7  # the one late run + now-5s .. now
+    missed, once = advance.fires[:2]
+    late_end = now - timedelta(seconds=5)  # fires before it are late
+    # too many to count in one walk: the row names the gap and leaves the count NULL
+    assert (missed.fire_time, missed.last_fire_time, missed.missed_count) == (
+        T0,
+        late_end - timedelta(seconds=2),
+        None,
+    )
+    assert "too many to count" in (missed.error_msg or "")
+    assert once.fire_time == late_end - timedelta(seconds=1)  # fire_once: the latest late fire
+    assert advance.next_start_time == now + timedelta(seconds=1)
+
+
+def test_a_gap_a_little_shorter_than_the_cap_is_counted() -> None:
+    now = T0 + timedelta(seconds=1004)
+    advance, more = plan_advance(task(T0, Misfire.SKIP), EVERY_SECOND, now, now, cap=1000)
+    assert not more and advance.fires[0].missed_count == 999
+
+
+def test_catch_up_of_a_long_gap_is_written_in_chunks() -> None:
     now = T0 + timedelta(hours=1)
-    first, more = plan_advance(task(T0), EVERY_SECOND, now, now, cap=1000)
+    first, more = plan_advance(task(T0, Misfire.CATCH_UP), EVERY_SECOND, now, now, cap=1000)
     assert more and len(first.fires) == 1000
-    assert set(statuses(first.fires)) == {"M"}  # the backlog goes on: nothing runs yet
+    assert set(statuses(first.fires)) == {"P"}
     assert first.next_start_time == T0 + timedelta(seconds=1000)
-    assert first.fires[-1].status == RunStatus.MISSED
 
 
 def test_a_schedule_that_ends_finishes_the_task() -> None:
