@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         stuck_transaction_s=max(1.0, config.dead_threshold.total_seconds() / 2),
     )
     try:
-        node = Node(store, config)
+        node = Node(store, config, http=args.http)
         node.run()
         if args.stats_file:
             Path(args.stats_file).write_text(json.dumps(node.stats()), encoding="utf-8")

@@ -17,6 +17,7 @@ from typing import Any
 from easyjob.core.states import RunStatus
 from easyjob.errors import ConfigError
 from easyjob.logs import LEVELS, LOG_FORMATS
+from easyjob.observe.http import parse_address
 
 __all__ = ["DEFAULT_DB", "build_parser", "parse_duration"]
 
@@ -300,6 +301,15 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         metavar="PATH",
         env="STATS_FILE",
         help="at shutdown, write this node's counters (runs, claims, statements, CPU) as JSON",
+    )
+    option(
+        run,
+        "--http",
+        metavar="HOST:PORT",
+        env="HTTP",
+        kind=parse_address,
+        help="serve /metrics, /healthz and /readyz here (a bare PORT binds 127.0.0.1); "
+        "off by default",
     )
 
 

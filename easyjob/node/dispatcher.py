@@ -19,6 +19,7 @@ from easyjob.core.records import Run
 from easyjob.node.liveness import Liveness
 from easyjob.node.outcomes import OutcomeWriter
 from easyjob.node.worker import Runner
+from easyjob.observe.metrics import NO_METRICS, Metrics
 from easyjob.store import Store
 
 __all__ = ["Dispatcher"]
@@ -43,6 +44,7 @@ class Dispatcher:
         *,
         retry_poll: float,
         on_free: Callable[[], None] | None = None,
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         self._store = store
         self._runner = runner
@@ -51,6 +53,7 @@ class Dispatcher:
         self._workers = workers
         self._retry_poll = retry_poll
         self._on_free = on_free
+        self._metrics = metrics
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="easyjob-worker")
         self._writer = OutcomeWriter(store, runner, self._done)
         self._cond = threading.Condition()
@@ -69,6 +72,17 @@ class Dispatcher:
     def free(self) -> int:
         with self._cond:
             return 0 if self._closed else self._workers - len(self._held)
+
+    def load(self) -> tuple[int, int, int]:
+        """Runs held (claimed or running), running, and stuck: still running after their
+        timeout or the shutdown grace set their cancellation flag."""
+        with self._cond:
+            stuck = sum(cancel.is_set() for cancel in self._running.values())
+            return len(self._held), len(self._running), stuck
+
+    def alive(self) -> bool:
+        """Whether the dispatcher's and the outcome writer's threads run."""
+        return self._thread.is_alive() and self._writer.alive()
 
     def held_ids(self) -> set[int]:
         with self._cond:
@@ -119,7 +133,9 @@ class Dispatcher:
         self._later(started.waiting)
         for run in started.done:
             self._done(run)
+        now = self._liveness.db_now()
         for run in started.running:
+            self._metrics.run_started(run.task_name, (now - run.due_time).total_seconds())
             cancel = threading.Event()
             with self._cond:
                 self._running[run.id] = cancel
@@ -143,7 +159,10 @@ class Dispatcher:
             timer = threading.Timer(run.timeout_ms / 1000, self._time_out, (run, cancel))
             timer.daemon = True
             timer.start()
+        began = self._clock.monotonic()
         error = self._runner.call(run, cancel)
+        outcome = "success" if error is None else "failure"
+        self._metrics.run_finished(run.task_name, outcome, self._clock.monotonic() - began)
         if timer is not None:
             timer.cancel()
         with self._cond:

@@ -53,6 +53,13 @@ class Liveness:
     def db_now(self) -> datetime:
         return self._clock.now() - self.offset
 
+    def heartbeat_age(self) -> float | None:
+        """Seconds (monotonic) since the last heartbeat the database accepted; None before
+        the first."""
+        with self._lock:
+            last = self._last_ok
+        return None if last is None else self._clock.monotonic() - last
+
     def fresh(self) -> bool:
         with self._lock:
             last = self._last_ok

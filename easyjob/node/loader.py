@@ -15,6 +15,7 @@ from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Membership
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
+from easyjob.observe.metrics import NO_METRICS, Metrics, count_misfires
 from easyjob.store import Store
 
 __all__ = ["Loader"]
@@ -51,8 +52,10 @@ class Loader(Loop):
         dispatcher: Dispatcher,
         funcs: frozenset[str],
         log: logging.LoggerAdapter[logging.Logger],
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         super().__init__(config.poll, log)
+        self._metrics = metrics
         self._store = store
         self._config = config
         self._strategy = strategy
@@ -99,7 +102,8 @@ class Loader(Loop):
             advances.append(advance)
             backlog = backlog or more
         if advances:
-            self._store.tasks.advance(self._config.node_id, advances)
+            won = self._store.tasks.advance(self._config.node_id, advances)
+            count_misfires(self._metrics, due, advances, won)
         return backlog or len(due) == self._config.batch
 
     def _schedule(self, expr: str | None, tz: str) -> CronSchedule | None:
@@ -123,6 +127,7 @@ class Loader(Loop):
             limit = min(free, self._config.batch)
             won = self._store.runs.claim_next(self._config.node_id, horizon, limit, self._funcs)
             self.offered += len(won)
+            self._metrics.claims(len(won), 0)
             self._dispatcher.submit(won)
             return len(won) == limit
         held = self._dispatcher.held_ids()
@@ -138,6 +143,7 @@ class Loader(Loop):
             won = self._store.runs.claim(self._config.node_id, chosen)
             self.offered += len(chosen)
             self.lost += len(chosen) - len(won)
+            self._metrics.claims(len(won), len(chosen) - len(won))
             self._dispatcher.submit(won)
         return False
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from easyjob.clock import Clock, SystemClock
 from easyjob.core.config import NodeConfig
+from easyjob.core.records import TaskSpec
 from easyjob.core.states import NodeStatus
 from easyjob.core.strategies import load_strategy
 from easyjob.logs import ContextLogger
@@ -21,6 +22,8 @@ from easyjob.node.liveness import Liveness
 from easyjob.node.loader import Loader
 from easyjob.node.recovery import Recoverer
 from easyjob.node.worker import Runner
+from easyjob.observe.endpoint import NodeEndpoint, Probe
+from easyjob.observe.metrics import NO_METRICS, Gauges, Metrics, NodeMetrics
 from easyjob.registry import Registry, default_registry
 from easyjob.store import Store
 
@@ -37,6 +40,10 @@ class Node:
     claims, claimed-but-not-started runs handed back, running jobs given
     ``config.shutdown_grace`` seconds while the node keeps heartbeating, then the row is
     marked STOPPED. ``run()`` does both around SIGTERM/SIGINT.
+
+    With *http* (host, port), the node collects Prometheus metrics and serves ``/metrics``,
+    ``/healthz`` and ``/readyz`` there from ``start()`` until ``stop()`` (see
+    :mod:`easyjob.observe.endpoint`); without it, it collects none.
     """
 
     def __init__(
@@ -46,8 +53,10 @@ class Node:
         *,
         registry: Registry | None = None,
         clock: Clock | None = None,
+        http: tuple[str, int] | None = None,
     ) -> None:
         self.store = store
+        self._http = http
         self.config = config or NodeConfig()
         self.registry = registry if registry is not None else default_registry
         self.clock = clock or SystemClock()
@@ -61,18 +70,30 @@ class Node:
         self._stop_requested = threading.Event()
         self._threads_started = False
         self._started_at = self.clock.monotonic()
+        self.metrics: Metrics = NodeMetrics(self.config.node_id) if http else NO_METRICS
+        self._endpoint: NodeEndpoint | None = None
 
     def start(self) -> None:
-        """Register this node and its tasks, then start its threads."""
+        """Register this node and its tasks, then start its threads (and its endpoint)."""
         if self.config.claim_mode == "skip_locked":
             self.store.db.require_skip_locked()
         specs = self.registry.resolved()
         funcs = frozenset(spec.func for spec in specs)
+        if self._http is not None and isinstance(self.metrics, NodeMetrics):
+            self._endpoint = NodeEndpoint(self._http, self.metrics, self._probe())  # binds
+        try:
+            self._start(specs, funcs)
+        except BaseException:
+            if self._endpoint is not None:
+                self._endpoint.close()
+            raise
+        if self._endpoint is not None:
+            self._endpoint.start()
+            self.log.info("serving /metrics, /healthz and /readyz on %s", self._endpoint.url)
+
+    def _start(self, specs: list[TaskSpec], funcs: frozenset[str]) -> None:
         runner = Runner(
-            self.store,
-            self.config.node_id,
-            self.registry.by_func(),
-            self.liveness,
+            self.store, self.config.node_id, self.registry.by_func(), self.liveness, self.metrics
         )
         self.heartbeat = Heartbeater(
             self.store,
@@ -91,6 +112,7 @@ class Node:
             self.config.workers,
             retry_poll=min(self.config.poll, 0.5),
             on_free=lambda: self.loader.wake(),
+            metrics=self.metrics,
         )
         self.loader = Loader(
             self.store,
@@ -101,10 +123,12 @@ class Node:
             self.dispatcher,
             funcs,
             self.log,
+            self.metrics,
         )
         self.recovery = Recoverer(
-            self.store, self.config, self.liveness, self.log, self.dispatcher.held_ids
+            self.store, self.config, self.liveness, self.log, self.dispatcher.held_ids, self.metrics
         )
+        self.metrics.watch(self._gauges(), self.store.db.counters.snapshot)
         self._runner = runner
         self.heartbeat.register()
         self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
@@ -128,6 +152,7 @@ class Node:
         predecessor held is taken back as new attempts, never adopted."""
         while held := self.store.runs.held_by(self.config.node_id, self.config.batch):
             created = self.store.runs.recover(held, self.config.node_id)
+            self.metrics.recovered(len(created))
             if not created:
                 break
             self.log.warning(
@@ -149,13 +174,38 @@ class Node:
             "uptime_s": round(self.clock.monotonic() - self._started_at, 3),
         }
 
+    def _gauges(self) -> Gauges:
+        load = self.dispatcher.load
+        return Gauges(
+            held=lambda: load()[0],
+            running=lambda: load()[1],
+            stuck=lambda: load()[2],
+            heartbeat_age_s=self.liveness.heartbeat_age,
+            clock_offset_s=lambda: self.liveness.offset.total_seconds(),
+        )
+
+    def _probe(self) -> Probe:
+        def threads() -> dict[str, bool]:
+            parts = ("heartbeat", "loader", "recovery", "dispatcher")
+            if not self._threads_started:
+                return {name: False for name in parts}
+            return {name: getattr(self, name).alive() for name in parts}
+
+        return Probe(
+            threads=threads,
+            heartbeat_age_s=self.liveness.heartbeat_age,
+            dead_after_s=self.config.dead_threshold.total_seconds(),
+            stopping=self._stop_requested.is_set,
+        )
+
     def _counters(self) -> tuple[int, int]:
         return self.dispatcher.claimed, self._runner.completed
 
     def stop(self) -> None:
-        """Graceful shutdown (idempotent)."""
+        """Graceful shutdown (idempotent); the endpoint, if any, serves until the end."""
         if self._stopped.is_set() or not self._threads_started:
             return
+        self._stop_requested.set()
         self.log.info("node %s stopping", self.config.node_id)
         self.loader.stop()
         self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPING)
@@ -168,6 +218,8 @@ class Node:
         self.recovery.stop()
         self.heartbeat.stop()
         self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPED)
+        if self._endpoint is not None:
+            self._endpoint.close()
         self._stopped.set()
         self.log.info("node %s stopped", self.config.node_id)
 

@@ -34,6 +34,9 @@ class OutcomeWriter:
     def start(self) -> None:
         self._thread.start()
 
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def put(self, run: Run) -> None:
         self._queue.put(run)
 

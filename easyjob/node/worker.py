@@ -20,6 +20,7 @@ from easyjob.core.records import Run
 from easyjob.core.states import Misfire, Overlap, RunStatus
 from easyjob.logs import ContextLogger, run_context
 from easyjob.node.liveness import Liveness
+from easyjob.observe.metrics import NO_METRICS, Metrics
 from easyjob.registry import Registered
 from easyjob.store import Store
 from easyjob.store.runs import BLOCKED
@@ -45,8 +46,10 @@ class Runner:
         node_id: str,
         functions: dict[str, Registered],
         liveness: Liveness,
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         self._store = store
+        self._metrics = metrics
         self._node_id = node_id
         self._functions = functions
         self._liveness = liveness
@@ -68,6 +71,7 @@ class Runner:
                 out.done.append(run)
             elif self._too_late(run):
                 self._close(run, RunStatus.MISSED, f"missed: started {self._late(run):.1f}s late")
+                self._metrics.misfired(run.task_name)
                 out.done.append(run)
             elif run.overlap != Overlap.ALLOW:
                 if any(r.task_id == run.task_id for r in batch if r.id in exclusive):
