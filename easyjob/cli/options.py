@@ -392,4 +392,25 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         help="runs deleted per transaction",
     )
     _bench_options(_command(sub, "bench", "measure throughput and lateness with real nodes"))
+    dashboard = _command(
+        sub, "dashboard", "serve a read-only web dashboard of the cluster", json=False
+    )
+    option(
+        dashboard,
+        "--http",
+        env="DASHBOARD_HTTP",
+        default="127.0.0.1:8080",
+        kind=parse_address,
+        metavar="HOST:PORT",
+        help="where to serve it (a bare PORT binds 127.0.0.1)",
+    )
+    option(
+        dashboard,
+        "--refresh",
+        env="DASHBOARD_REFRESH",
+        default="10",
+        kind=non_negative_int,
+        metavar="SECONDS",
+        help="pages reload themselves this often; 0: never",
+    )
     return parser
