@@ -41,6 +41,10 @@ def _when(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _lateness(value: float) -> str:
+    return f"{value * 1000:.0f} ms" if value < 1 else seconds(value)
+
+
 def _first_line(value: str | None) -> str:
     if not value:
         return ""
@@ -59,7 +63,7 @@ class Dashboard:
             autoescape=select_autoescape(default=True, default_for_string=True),
             undefined=StrictUndefined,
         )
-        self._env.filters.update(when=_when, secs=seconds, first_line=_first_line)
+        self._env.filters.update(when=_when, secs=seconds, late=_lateness, first_line=_first_line)
         self._css = (files("easyjob.web") / "static" / "style.css").read_bytes()
         self._pages: dict[str, Callable[[dict[str, list[str]]], dict[str, Any]]] = {
             "/": self._overview,
