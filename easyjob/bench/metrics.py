@@ -45,6 +45,8 @@ class TrialFigures:
     #: the window measured: fires scheduled from start to end (database time, ISO 8601)
     window_start: str = ""
     window_end: str = ""
+    #: the nodes' CPU (whole process life) over the runs they completed, milliseconds
+    cpu_ms_per_run: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,4 +123,5 @@ def measure(
         claim_mode=claim_mode,
         window_start=start.isoformat(),
         window_end=end.isoformat(),
+        cpu_ms_per_run=round(1000 * sum(s.get("cpu_s", 0.0) for s in node_stats) / runs_total, 4),
     )

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from easyjob.bench.metrics import TrialFigures, measure
+from easyjob.bench.scrape import Scraper
 from easyjob.core.records import TaskSpec
 from easyjob.core.states import RunStatus
 from easyjob.errors import ConfigError
@@ -57,6 +59,8 @@ class TrialConfig:
     strategy: str = "default"
     claim_mode: str = "optimistic"
     idle_tasks: int = 0
+    #: nodes serve --http on free loopback ports, and /metrics is scraped every second
+    http: bool = False
 
 
 def run_trial(
@@ -77,7 +81,8 @@ def run_trial(
         if config.idle_tasks:
             progress(f"registering {config.idle_tasks:,} idle tasks")
             store.tasks.upsert(_idle_tasks(config.idle_tasks))
-        nodes = _start_nodes(config, workdir)
+        nodes, urls = _start_nodes(config, workdir)
+        scraper = Scraper([f"{url}/metrics" for url in urls])
         try:
             _wait_live(store, config, nodes)
             _wait_caught_up(store, progress)
@@ -86,7 +91,13 @@ def run_trial(
             end = start + timedelta(seconds=max(1.0, config.duration) - 1)
             if on_window is not None:
                 on_window(start, end)
-            _follow(store, start, end, progress)
+            scraper.start()
+            try:
+                _follow(store, start, end, progress)
+            finally:
+                scraper.stop()
+            if urls:
+                progress(f"{scraper.scrapes} scrapes of /metrics, {scraper.failures} failed")
             stats = _stop(nodes, workdir)
         finally:
             for proc in nodes:
@@ -137,7 +148,9 @@ def _idle_tasks(count: int) -> list[TaskSpec]:
     ]
 
 
-def _start_nodes(config: TrialConfig, workdir: Path) -> list[subprocess.Popen[bytes]]:
+def _start_nodes(
+    config: TrialConfig, workdir: Path
+) -> tuple[list[subprocess.Popen[bytes]], list[str]]:
     workdir.mkdir(parents=True, exist_ok=True)
     jobs = workdir / f"{_JOBS_MODULE}.py"
     jobs.write_text(_JOBS, encoding="utf-8")
@@ -146,7 +159,7 @@ def _start_nodes(config: TrialConfig, workdir: Path) -> list[subprocess.Popen[by
         "EASYJOB_BENCH_TASKS": str(config.tasks),
         "EASYJOB_BENCH_CRON": config.cron,
     }
-    procs = []
+    procs, urls = [], []
     for i in range(config.nodes):
         stats = workdir / f"stats-{i}.json"
         stats.unlink(missing_ok=True)
@@ -175,10 +188,21 @@ def _start_nodes(config: TrialConfig, workdir: Path) -> list[subprocess.Popen[by
             "--claim-mode",
             config.claim_mode,
         ]
+        if config.http:
+            port = _free_port()
+            argv += ["--http", f"127.0.0.1:{port}"]
+            urls.append(f"http://127.0.0.1:{port}")
         log = (workdir / f"node-{i}.log").open("wb")
         procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT))
         log.close()
-    return procs
+    return procs, urls
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _wait_live(store: Store, config: TrialConfig, procs: list[subprocess.Popen[bytes]]) -> None:

@@ -216,6 +216,7 @@ def bench(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         claim_mode=args.claim_mode,
         idle_tasks=args.idle_tasks,
+        http=args.http,
     )
     trials = []
     while True:

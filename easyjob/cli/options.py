@@ -209,6 +209,13 @@ def _bench_options(bench: argparse.ArgumentParser) -> None:
         help="double the tasks per trial until saturation [env EASYJOB_BENCH_FIND_MAX=1]",
     )
     bench.add_argument(
+        "--http",
+        action="store_true",
+        default=_flag_default("EASYJOB_BENCH_HTTP"),
+        help="nodes serve metrics (run --http) and are scraped every second "
+        "[env EASYJOB_BENCH_HTTP=1]",
+    )
+    bench.add_argument(
         "--no-probe",
         dest="probe",
         action="store_false",
