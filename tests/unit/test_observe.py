@@ -6,8 +6,10 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from easyjob.cli import main
+from easyjob.errors import ConfigError
 from easyjob.observe.endpoint import Probe, check
-from easyjob.observe.http import parse_address
+from easyjob.observe.http import HttpServer, Response, parse_address
 from easyjob.observe.metrics import OTHER, Gauges, NodeMetrics
 
 
@@ -115,3 +117,23 @@ def test_addresses(text: str, address: tuple[str, int]) -> None:
 def test_bad_addresses_are_named(text: str) -> None:
     with pytest.raises(ValueError, match=f"invalid address {text!r}: use HOST:PORT"):
         parse_address(text)
+
+
+def test_bad_http_options_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["run", "jobs.py", "--http", "host:99999"]) == 2
+    assert "argument --http: invalid address 'host:99999'" in capsys.readouterr().err
+    monkeypatch.setenv("EASYJOB_DASHBOARD_HTTP", "nowhere")
+    assert main(["dashboard"]) == 2
+    assert "invalid address 'nowhere'" in capsys.readouterr().err
+
+
+def test_a_busy_port_is_named() -> None:
+    first = HttpServer(("127.0.0.1", 0), lambda path, query: Response(200, b""), name="t")
+    port = int(first.url.rsplit(":", 1)[1])
+    try:
+        with pytest.raises(ConfigError, match=f"cannot serve HTTP on 127.0.0.1:{port}: "):
+            HttpServer(("127.0.0.1", port), lambda path, query: Response(200, b""), name="t")
+    finally:
+        first.close()
