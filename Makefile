@@ -20,6 +20,7 @@ $(VENV)/.stamp: setup.cfg pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,postgres]'
 	touch $@
 
+# chromium and chromium-driver: the dashboard's browser tests (tests/web/test_browser.py).
 # mariadb-server's post-install script cannot start a service without systemd; that is
 # harmless, so success is judged by the binaries being there afterwards.
 HAVE_MARIADB := command -v mariadbd >/dev/null 2>&1 || test -x /usr/sbin/mariadbd
@@ -30,12 +31,14 @@ deps:
 	$(HAVE_MARIADB) || need="$$need mariadb-server mariadb-client"; \
 	$(HAVE_POSTGRES) || need="$$need postgresql"; \
 	command -v faketime >/dev/null 2>&1 || need_faketime=1; \
+	{ test -x /usr/bin/chromium && test -x /usr/bin/chromedriver; } || need="$$need chromium chromium-driver"; \
 	if [ -n "$$need" ] || [ -n "$$need_faketime" ]; then $(APT_GET) update; fi; \
 	if [ -n "$$need" ]; then \
 		echo "deps: installing$$need"; \
 		$(APT_GET) install -y $$need || true; \
 		$(HAVE_MARIADB) || { echo "deps: MariaDB is still missing" >&2; exit 1; }; \
 		$(HAVE_POSTGRES) || { echo "deps: PostgreSQL is still missing" >&2; exit 1; }; \
+		test -x /usr/bin/chromedriver || { echo "deps: chromium-driver is still missing" >&2; exit 1; }; \
 	fi; \
 	if [ -n "$$need_faketime" ]; then \
 		$(APT_GET) install -y faketime || echo "deps: warning: could not install faketime"; \

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from easyjob.bench.metrics import TrialFigures, measure
+from easyjob.bench.scrape import Scraper
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import TaskSpec
 from easyjob.core.states import RunStatus
@@ -59,6 +61,8 @@ class TrialConfig:
     strategy: str = "default"
     claim_mode: str = "optimistic"
     idle_tasks: int = 0
+    #: nodes serve --http on free loopback ports, and /metrics is scraped every second
+    http: bool = False
 
     @property
     def settings(self) -> str:
@@ -93,7 +97,8 @@ def run_trial(
         if config.idle_tasks:
             progress(f"registering {config.idle_tasks:,} idle tasks")
             store.tasks.upsert(_idle_tasks(config.idle_tasks))
-        nodes = _start_nodes(config, workdir)
+        nodes, urls = _start_nodes(config, workdir)
+        scraper = Scraper([f"{url}/metrics" for url in urls])
         try:
             _wait_live(store, config, nodes)
             _wait_caught_up(store, progress)
@@ -102,7 +107,13 @@ def run_trial(
             end = start + timedelta(seconds=max(1.0, config.duration) - 1)
             if on_window is not None:
                 on_window(start, end)
-            _follow(store, start, end, progress)
+            scraper.start()
+            try:
+                _follow(store, start, end, progress)
+            finally:
+                scraper.stop()
+            if urls:
+                progress(f"{scraper.scrapes} scrapes of /metrics, {scraper.failures} failed")
             stats = _stop(nodes, workdir)
         finally:
             for proc in nodes:
@@ -154,7 +165,9 @@ def _idle_tasks(count: int) -> list[TaskSpec]:
     ]
 
 
-def _start_nodes(config: TrialConfig, workdir: Path) -> list[subprocess.Popen[bytes]]:
+def _start_nodes(
+    config: TrialConfig, workdir: Path
+) -> tuple[list[subprocess.Popen[bytes]], list[str]]:
     workdir.mkdir(parents=True, exist_ok=True)
     jobs = workdir / f"{_JOBS_MODULE}.py"
     jobs.write_text(_JOBS, encoding="utf-8")
@@ -163,7 +176,7 @@ def _start_nodes(config: TrialConfig, workdir: Path) -> list[subprocess.Popen[by
         "EASYJOB_BENCH_TASKS": str(config.tasks),
         "EASYJOB_BENCH_CRON": config.cron,
     }
-    procs = []
+    procs, urls = [], []
     for i in range(config.nodes):
         stats = workdir / f"stats-{i}.json"
         stats.unlink(missing_ok=True)
@@ -189,10 +202,21 @@ def _start_nodes(config: TrialConfig, workdir: Path) -> list[subprocess.Popen[by
             "--claim-mode",
             config.claim_mode,
         ]
+        if config.http:
+            port = _free_port()
+            argv += ["--http", f"127.0.0.1:{port}"]
+            urls.append(f"http://127.0.0.1:{port}")
         log = (workdir / f"node-{i}.log").open("wb")
         procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT))
         log.close()
-    return procs
+    return procs, urls
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _flag(flag: str, value: object) -> list[str]:

@@ -30,9 +30,9 @@ EXIT_NOT_RUNNABLE = 5
 
 
 @contextmanager
-def existing_store(url: str) -> Iterator[Store]:
+def existing_store(url: str, *, read_only: bool = False) -> Iterator[Store]:
     """The store at *url*, whose schema must exist already (it is never created here)."""
-    store = Store.open(url)
+    store = Store.open(url, read_only=read_only)
     try:
         yield store
     finally:
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         stuck_transaction_s=max(1.0, config.dead_threshold.total_seconds() / 2),
     )
     try:
-        node = Node(store, config)
+        node = Node(store, config, http=args.http)
         node.run()
         if args.stats_file:
             Path(args.stats_file).write_text(json.dumps(node.stats()), encoding="utf-8")
@@ -245,6 +245,7 @@ def bench(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         claim_mode=args.claim_mode,
         idle_tasks=args.idle_tasks,
+        http=args.http,
     )
     trials = []
     while True:
@@ -287,6 +288,29 @@ def bench(args: argparse.Namespace) -> int:
     return _show(args, document, lambda: render(trials, probe, backend))
 
 
+def dashboard(args: argparse.Namespace) -> int:
+    """Serve the dashboard until SIGTERM or SIGINT; the database is opened read-only."""
+    import signal
+    import threading
+
+    from easyjob.observe.http import HttpServer
+    from easyjob.web.app import Dashboard
+
+    stop = threading.Event()
+    with existing_store(args.db, read_only=True) as store:
+        server = HttpServer(args.http, Dashboard(store, refresh_s=args.refresh), name="dashboard")
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        server.start()
+        sys.stderr.write(f"easyjob dashboard of {store.db.url} on {server.url}\n")
+        sys.stderr.flush()
+        try:
+            stop.wait()
+        finally:
+            server.close()
+    return EXIT_OK
+
+
 def _server(url: str) -> str:
     """The database product and version behind *url* (``mariadb 10.11.6``), for reports."""
     store = Store.open(url)
@@ -309,4 +333,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "resume": _set_status(TaskStatus.ACTIVE),
     "prune": prune,
     "bench": bench,
+    "dashboard": dashboard,
 }

@@ -17,6 +17,7 @@ from typing import Any
 from easyjob.core.states import RunStatus
 from easyjob.errors import ConfigError
 from easyjob.logs import LEVELS, LOG_FORMATS
+from easyjob.observe.http import parse_address
 
 __all__ = ["DEFAULT_DB", "build_parser", "parse_duration"]
 
@@ -221,6 +222,13 @@ def _bench_options(bench: argparse.ArgumentParser) -> None:
         help="double the tasks per trial until saturation [env EASYJOB_BENCH_FIND_MAX=1]",
     )
     bench.add_argument(
+        "--http",
+        action="store_true",
+        default=_flag_default("EASYJOB_BENCH_HTTP"),
+        help="nodes serve metrics (run --http) and are scraped every second "
+        "[env EASYJOB_BENCH_HTTP=1]",
+    )
+    bench.add_argument(
         "--no-probe",
         dest="probe",
         action="store_false",
@@ -375,6 +383,15 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         env="STATS_FILE",
         help="at shutdown, write this node's counters (runs, claims, statements, CPU) as JSON",
     )
+    option(
+        run,
+        "--http",
+        metavar="HOST:PORT",
+        env="HTTP",
+        kind=parse_address,
+        help="serve /metrics, /healthz and /readyz here (a bare PORT binds 127.0.0.1); "
+        "off by default",
+    )
 
 
 def build_parser(version: str) -> argparse.ArgumentParser:
@@ -457,4 +474,25 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         help="runs deleted per transaction",
     )
     _bench_options(_command(sub, "bench", "measure throughput and lateness with real nodes"))
+    dashboard = _command(
+        sub, "dashboard", "serve a read-only web dashboard of the cluster", json=False
+    )
+    option(
+        dashboard,
+        "--http",
+        env="DASHBOARD_HTTP",
+        default="127.0.0.1:8080",
+        kind=parse_address,
+        metavar="HOST:PORT",
+        help="where to serve it (a bare PORT binds 127.0.0.1)",
+    )
+    option(
+        dashboard,
+        "--refresh",
+        env="DASHBOARD_REFRESH",
+        default="10",
+        kind=non_negative_int,
+        metavar="SECONDS",
+        help="pages reload themselves this often; 0: never",
+    )
     return parser

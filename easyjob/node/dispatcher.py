@@ -34,6 +34,7 @@ from easyjob.node.executor import JobRunner
 from easyjob.node.liveness import Liveness
 from easyjob.node.timetable import Room, Timetable
 from easyjob.node.writer import RunWriter
+from easyjob.observe.metrics import NO_METRICS, Metrics
 from easyjob.registry import Registered
 from easyjob.store import Store
 from easyjob.store.runs import BLOCKED
@@ -68,8 +69,10 @@ class Dispatcher:
         *,
         pool: Executor | None = None,
         on_free: Callable[[], None] | None = None,
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         self._clock = clock
+        self._metrics = metrics
         self._liveness = liveness
         self._grace = timedelta(seconds=config.overdue_grace_s)
         self._retry = timedelta(seconds=min(config.poll, 0.5))
@@ -113,6 +116,16 @@ class Dispatcher:
                 "stuck": table.stuck,
                 "given_up": self.writer.given_up,
             }
+
+    def load(self) -> tuple[int, int, int]:
+        """Runs held (waiting or running), running, and stuck now."""
+        with self._lock:
+            table = self._table
+            return table.waiting + table.running, table.running, table.stuck
+
+    def alive(self) -> bool:
+        """Whether the dispatcher thread runs (or has not been started yet)."""
+        return self._thread.is_alive() or not self._thread.ident
 
     def submit(self, runs: list[Run]) -> None:
         """Hold *runs* (just claimed) until their time."""
@@ -192,6 +205,9 @@ class Dispatcher:
         for run, error, _ in outcomes:
             if error is not None and run.id not in timed_out:
                 written += bool(self.writer.fail(run, error))
+        for run, error, seconds in outcomes:
+            outcome = "failure" if error is not None or run.id in timed_out else "success"
+            self._metrics.run_finished(run.task_name, outcome, seconds)
         with self._lock:
             self.completed += written
             for run, _, seconds in outcomes:
@@ -248,7 +264,7 @@ class Dispatcher:
         for run in batch:
             result = None if started is None else started.get(run.id)
             if isinstance(result, Run):
-                self._run(result)
+                self._run(result, now)
             elif result is BLOCKED and run.overlap == Overlap.SKIP:
                 reason = "skipped: the previous run is still running"
                 self.writer.close(run, RunStatus.SKIPPED, reason)
@@ -278,7 +294,8 @@ class Dispatcher:
             f"{grace:g}s (policy {run.misfire.value})"
         )
 
-    def _run(self, run: Run) -> None:
+    def _run(self, run: Run, now: datetime) -> None:
+        self._metrics.run_started(run.task_name, (now - run.due_time).total_seconds())
         timeout = run.timeout_ms / 1000 if run.timeout_ms else None
         deadline = None if timeout is None else self._clock.monotonic() + timeout
         active = _Active(run, deadline)

@@ -78,6 +78,13 @@ class Liveness:
         db_time, at = anchor
         return db_time + timedelta(seconds=(self._clock.monotonic() - at) * rate)
 
+    def heartbeat_age(self) -> float | None:
+        """Seconds (monotonic) since the last heartbeat the database accepted; None before
+        the first."""
+        with self._lock:
+            last = self._last_ok
+        return None if last is None else self._clock.monotonic() - last
+
     def fresh(self) -> bool:
         with self._lock:
             last = self._last_ok

@@ -17,6 +17,7 @@ from easyjob.node.heartbeat import Membership
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
 from easyjob.node.unplannable import Unplannable
+from easyjob.observe.metrics import NO_METRICS, Metrics, count_misfires
 from easyjob.registry import Registered
 from easyjob.store import Store
 
@@ -70,8 +71,10 @@ class Loader(Loop):
         dispatcher: Dispatcher,
         tasks: Mapping[str, Registered],
         log: logging.LoggerAdapter[logging.Logger],
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         super().__init__(config.poll, log)
+        self._metrics = metrics
         self._store = store
         self._config = config
         self._strategy = strategy
@@ -140,9 +143,10 @@ class Loader(Loop):
                 advances.append(advance)
                 backlog = backlog or more
         if advances:
-            self._store.tasks.advance(
+            won = self._store.tasks.advance(
                 self._config.node_id, advances, on_error=self._unplannable.failed_write
             )
+            count_misfires(self._metrics, due, advances, won)
         return backlog or len(due) == self._config.batch
 
     def _plan(self, task: TaskRow, now: datetime, horizon: datetime) -> tuple[Advance | None, bool]:
@@ -179,6 +183,7 @@ class Loader(Loop):
         if self._config.claim_mode == "skip_locked":
             won = self._store.runs.claim_next(self._config.node_id, horizon, room, self._foreign)
             self.offered += len(won)
+            self._metrics.claims(len(won), 0)
             for run in won:
                 self._mine(run.task_id, run.task_name, run.func)  # released when due
             self._dispatcher.submit(won)
@@ -206,6 +211,7 @@ class Loader(Loop):
         won = self._store.runs.claim(self._config.node_id, chosen)
         self.offered += len(chosen)
         self.lost += len(chosen) - len(won)
+        self._metrics.claims(len(won), len(chosen) - len(won))
         self._dispatcher.submit(won)
         return len(won) == room
 
@@ -222,6 +228,9 @@ class Loader(Loop):
         marked = self._store.runs.miss_late(late)
         if marked:
             self.missed += marked
+            # one count per statement: by task when one task was late, else under "other"
+            names = {c.task_name for c in candidates if c.task_id in late}
+            self._metrics.misfired(names.pop() if len(names) == 1 else "other", marked)
             self.log.warning(
                 "marked %d run(s) of %d task(s) MISSED: later than their misfire grace",
                 marked,

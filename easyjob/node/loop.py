@@ -33,6 +33,10 @@ class Loop:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
+    def alive(self) -> bool:
+        """Whether the loop's thread runs (a started loop's thread ends only when stopped)."""
+        return self._thread.is_alive()
+
     def wake(self) -> None:
         self._wake.set()
 

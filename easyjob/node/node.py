@@ -23,6 +23,8 @@ from easyjob.node.liveness import Liveness
 from easyjob.node.loader import Loader
 from easyjob.node.pruner import Pruner
 from easyjob.node.recovery import Recoverer
+from easyjob.observe.endpoint import NodeEndpoint, Probe
+from easyjob.observe.metrics import NO_METRICS, Gauges, Metrics, NodeMetrics
 from easyjob.registry import Registry, default_registry
 from easyjob.store import Store
 
@@ -49,9 +51,11 @@ class Node:
         registry: Registry | None = None,
         clock: Clock | None = None,
         pool: Executor | None = None,
+        http: tuple[str, int] | None = None,
     ) -> None:
         self.store = store
         self._pool = pool
+        self._http = http
         self.config = config or NodeConfig()
         self.registry = registry if registry is not None else default_registry
         self.clock = clock or SystemClock()
@@ -65,9 +69,24 @@ class Node:
         self._stop_requested = threading.Event()
         self._threads_started = False
         self._started_at = self.clock.monotonic()
+        self.metrics: Metrics = NodeMetrics(self.config.node_id) if http else NO_METRICS
+        self._endpoint: NodeEndpoint | None = None
 
     def start(self) -> None:
-        """Register this node and its tasks, then start its threads."""
+        """Register this node and its tasks, then start its threads (and its endpoint)."""
+        if self._http is not None and isinstance(self.metrics, NodeMetrics):
+            self._endpoint = NodeEndpoint(self._http, self.metrics, self._probe())  # binds
+        try:
+            self._start()
+        except BaseException:
+            if self._endpoint is not None:
+                self._endpoint.close()
+            raise
+        if self._endpoint is not None:
+            self._endpoint.start()
+            self.log.info("serving /metrics, /healthz and /readyz on %s", self._endpoint.url)
+
+    def _start(self) -> None:
         specs = self.prepare()
         for part in (self.heartbeat, self.dispatcher, self.loader, self.recovery, self.pruner):
             part.start()
@@ -108,6 +127,7 @@ class Node:
             registered,
             pool=self._pool,
             on_free=lambda: self.loader.wake(),
+            metrics=self.metrics,
         )
         self.loader = Loader(
             self.store,
@@ -118,10 +138,12 @@ class Node:
             self.dispatcher,
             registered,
             self.log,
+            self.metrics,
         )
         self.recovery = Recoverer(
-            self.store, self.config, self.liveness, self.log, self.dispatcher.held_ids
+            self.store, self.config, self.liveness, self.log, self.dispatcher.held_ids, self.metrics
         )
+        self.metrics.watch(self._gauges(), self.store.db.counters.snapshot)
         self.pruner = Pruner(self.store, self.config, self.membership, self.log)
         self.heartbeat.register()
         rows = self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
@@ -149,6 +171,7 @@ class Node:
                 )
             if not created and not gave_up:
                 break
+            self.metrics.recovered(len(created))
             self.log.warning(
                 "took back %d run(s) held by this id's previous incarnation", len(created)
             )
@@ -173,11 +196,36 @@ class Node:
     def _counters(self) -> tuple[int, int]:
         return self.dispatcher.claimed, self.dispatcher.completed
 
+    def _gauges(self) -> Gauges:
+        load = self.dispatcher.load
+        return Gauges(
+            held=lambda: load()[0],
+            running=lambda: load()[1],
+            stuck=lambda: load()[2],
+            heartbeat_age_s=self.liveness.heartbeat_age,
+            clock_offset_s=lambda: self.liveness.offset.total_seconds(),
+        )
+
+    def _probe(self) -> Probe:
+        def threads() -> dict[str, bool]:
+            parts = ("heartbeat", "loader", "recovery", "dispatcher")
+            if not self._threads_started:
+                return {name: False for name in parts}
+            return {name: getattr(self, name).alive() for name in parts}
+
+        return Probe(
+            threads=threads,
+            heartbeat_age_s=self.liveness.heartbeat_age,
+            dead_after_s=self.config.dead_threshold.total_seconds(),
+            stopping=self._stop_requested.is_set,
+        )
+
     def stop(self) -> None:
-        """Graceful shutdown (idempotent)."""
+        """Graceful shutdown (idempotent); the endpoint, if any, serves until the end."""
         if self._stopped.is_set() or not self._threads_started:
             return
         self.log.info("node %s stopping", self.config.node_id)
+        self._stop_requested.set()
         self.loader.stop()
         self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPING)
         left = self.dispatcher.close(self.config.shutdown_grace)
@@ -192,6 +240,8 @@ class Node:
         self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPED)
         self._stopped.set()
         self.log.info("node %s stopped", self.config.node_id)
+        if self._endpoint is not None:
+            self._endpoint.close()
 
     def run(self) -> None:
         """Start, run until SIGTERM or SIGINT, then stop gracefully. A second signal exits

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from easyjob.core.config import NodeConfig
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
+from easyjob.observe.metrics import NO_METRICS, Metrics
 from easyjob.store import Store
 
 __all__ = ["Recoverer"]
@@ -36,8 +37,10 @@ class Recoverer(Loop):
         liveness: Liveness,
         log: logging.LoggerAdapter[logging.Logger],
         known: Callable[[], set[int]],
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         super().__init__(config.heartbeat, log)
+        self._metrics = metrics
         self._store = store
         self._config = config
         self._liveness = liveness
@@ -66,6 +69,7 @@ class Recoverer(Loop):
             max_recoveries=self._config.max_recoveries,
             gave_up=gave_up,
         )
+        self._metrics.recovered(len(created))
         dead = sorted({h.node_id for h in held})
         self.log.warning(
             "recovered %d run(s) of dead node(s) %s as new attempts", len(created), ", ".join(dead)
@@ -92,5 +96,6 @@ class Recoverer(Loop):
             return 0
         reason = f"node {me} lost track of it (a write's reply was lost); taken back by {me}"
         created = self._store.runs.recover(orphans, me, reason=reason)
+        self._metrics.recovered(len(created))
         self.log.warning("took back %d run(s) this node had lost track of", len(created))
         return len(created)

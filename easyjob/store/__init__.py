@@ -2,7 +2,8 @@
 
 :class:`Store` wires the parts together: ``store.tasks`` (registration, due polling, schedule
 advances), ``store.runs`` (claims and every later, version-checked transition),
-``store.nodes`` (heartbeats, liveness in database time) and ``store.history``.
+``store.nodes`` (heartbeats, liveness in database time), ``store.history`` and
+``store.views`` (the dashboard's reads).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from easyjob.store.nodes import Heartbeat, NodeStore
 from easyjob.store.retry import RetryPolicy, is_transient
 from easyjob.store.runs import RunStore
 from easyjob.store.tasks import TaskStore
+from easyjob.store.views import ViewStore
 
 __all__ = ["Database", "Heartbeat", "RetryPolicy", "Store", "is_transient"]
 
@@ -31,6 +33,7 @@ class Store:
         self.runs = RunStore(db)
         self.nodes = NodeStore(db)
         self.history = HistoryStore(db)
+        self.views = ViewStore(db)
 
     @classmethod
     def open(cls, url: str, *, create: bool = False, **options: Any) -> Store:

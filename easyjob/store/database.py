@@ -19,7 +19,7 @@ from easyjob.errors import (
 )
 from easyjob.store.engine import READONLY, create_engine, db_now, safe_url
 from easyjob.store.gate import WriteGate
-from easyjob.store.retry import RetryPolicy, first_line
+from easyjob.store.retry import RetryPolicy, error_kind, first_line
 from easyjob.store.schema import SCHEMA_VERSION, meta_table, metadata
 
 __all__ = ["PRIMARY_KEY_HINT", "Database", "at_versions", "per_id", "per_key", "status_is"]
@@ -85,12 +85,14 @@ def per_key(
 
 class Counters:
     """Statements sent and transactions committed through one engine: the round trips a
-    node makes (each statement is one; a commit is one more)."""
+    node makes (each statement is one; a commit is one more); and failed transaction
+    attempts by kind of error (:func:`~easyjob.store.retry.error_kind`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.statements = 0
         self.commits = 0
+        self.errors: dict[str, int] = {}
 
     def watch(self, engine: sa.Engine) -> None:
         sa.event.listen(engine, "before_cursor_execute", self._statement)
@@ -104,9 +106,17 @@ class Counters:
         with self._lock:
             self.commits += 1
 
+    def error(self, err: BaseException) -> None:
+        kind = error_kind(err)
+        if kind is not None:
+            with self._lock:
+                self.errors[kind] = self.errors.get(kind, 0) + 1
+
     def snapshot(self) -> dict[str, int]:
+        """``statements``, ``commits``, and ``errors.KIND`` for each kind seen."""
         with self._lock:
-            return {"statements": self.statements, "commits": self.commits}
+            errors = {f"errors.{kind}": n for kind, n in self.errors.items()}
+            return {"statements": self.statements, "commits": self.commits, **errors}
 
 
 class Database:
@@ -224,11 +234,15 @@ class Database:
         return self._transaction(fn, options)
 
     def _transaction(self, fn: Callable[[sa.Connection], T], options: Mapping[str, Any]) -> T:
-        with self.engine.connect() as conn:
-            if options:
-                conn = conn.execution_options(**options)
-            with conn.begin():
-                return fn(conn)
+        try:
+            with self.engine.connect() as conn:
+                if options:
+                    conn = conn.execution_options(**options)
+                with conn.begin():
+                    return fn(conn)
+        except Exception as err:
+            self.counters.error(err)
+            raise
 
     def now(self) -> Any:
         """The database's current UTC time (aware datetime)."""

@@ -10,6 +10,9 @@
   ``idle_transaction_timeout``): a node paused (SIGSTOP, a VM freeze) in the middle of one of
   its short transactions would otherwise hold its row locks, and every other node touching
   those rows would wait with it. The paused node finds its connection gone and retries.
+- A *read_only* engine (the dashboard's) cannot write: SQLite connections are
+  ``query_only``, PostgreSQL sessions ``default_transaction_read_only``, MySQL/MariaDB
+  sessions ``TRANSACTION READ ONLY``; the server refuses any write.
 - No pool pings a connection before handing it out (a round trip per transaction): a
   connection found broken fails its transaction, which is retried as a whole on a fresh one
   (:mod:`easyjob.store.retry`).
@@ -85,6 +88,7 @@ def create_engine(
     busy_timeout_s: float = 30.0,
     stuck_transaction_s: float = 10.0,
     clock: Clock | None = None,
+    read_only: bool = False,
 ) -> sa.Engine:
     """An engine for *url* with the backend care described in this module's docstring.
 
@@ -106,6 +110,8 @@ def create_engine(
         connect_args["connect_timeout"] = max(1, round(connect_timeout_s))
         stuck_ms = max(1, round(stuck_transaction_s * 1000))
         connect_args["options"] = f"-c idle_in_transaction_session_timeout={stuck_ms}"
+        if read_only:
+            connect_args["options"] += " -c default_transaction_read_only=on"
         kwargs.update(pool_size=pool_size, max_overflow=pool_size)
     else:
         connect_args.update(
@@ -115,17 +121,19 @@ def create_engine(
             charset="utf8mb4",
             init_command=f"SET SESSION idle_transaction_timeout={stuck_whole_s}",
         )
+        if read_only:  # one statement only: init_command cannot hold two
+            connect_args["init_command"] = "SET SESSION TRANSACTION READ ONLY"
         kwargs.update(pool_size=pool_size, max_overflow=pool_size, isolation_level="READ COMMITTED")
     try:
         engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
     except (ArgumentError, NoSuchModuleError, ImportError) as err:
         raise DatabaseURLError(f"cannot use database URL {safe_url(parsed)!r}: {err}") from err
     if backend == "sqlite":
-        _sqlite_care(engine, busy_timeout_s, clock or SystemClock())
+        _sqlite_care(engine, busy_timeout_s, clock or SystemClock(), read_only)
     return engine
 
 
-def _sqlite_care(engine: sa.Engine, busy_timeout_s: float, clock: Clock) -> None:
+def _sqlite_care(engine: sa.Engine, busy_timeout_s: float, clock: Clock, read_only: bool) -> None:
     def now() -> str:
         return clock.now().astimezone(UTC).strftime(_SQLITE_TIME)
 
@@ -134,14 +142,17 @@ def _sqlite_care(engine: sa.Engine, busy_timeout_s: float, clock: Clock) -> None
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves, below
         dbapi_conn.create_function("easyjob_now", 0, now)
         cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        if not read_only:  # a read-only reader leaves the file's journal mode alone
+            cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        if read_only:
+            cursor.execute("PRAGMA query_only=ON")
         cursor.close()
 
     @sa.event.listens_for(engine, "begin")
     def _begin(conn: sa.Connection) -> None:
-        readonly = conn.get_execution_options().get("easyjob_readonly", False)
+        readonly = read_only or conn.get_execution_options().get("easyjob_readonly", False)
         conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
 

@@ -31,10 +31,12 @@ class HistoryStore:
         *,
         task: str | None = None,
         status: RunStatus | None = None,
+        node: str | None = None,
         limit: int = 100,
         ids: list[int] | None = None,
     ) -> list[HistoryRow]:
-        """At most *limit* runs, newest fire first (ties: newest row first)."""
+        """At most *limit* runs, newest fire first (ties: newest row first), of *task*, in
+        *status* and held or run by *node* when given."""
 
         def read(conn: sa.Connection) -> list[HistoryRow]:
             columns = [d.c[name] for name in _DETAIL]
@@ -45,6 +47,8 @@ class HistoryStore:
                 query = query.where(t.c.name == task)
             if status is not None:
                 query = query.where(d.c.status == str(status))
+            if node is not None:
+                query = query.where(d.c.node_id == node)
             if ids is not None:
                 query = query.where(d.c.id.in_(ids))
             query = query.order_by(d.c.fire_time.desc(), d.c.id.desc()).limit(limit)

@@ -13,7 +13,7 @@ import logging
 import tenacity
 from sqlalchemy import exc as sa_exc
 
-__all__ = ["RetryPolicy", "is_transient"]
+__all__ = ["RetryPolicy", "error_kind", "is_transient"]
 
 log = logging.getLogger("easyjob.store")
 
@@ -63,6 +63,50 @@ def _transient_driver_error(orig: BaseException | None) -> bool:
         text = str(orig).lower()
         return any(marker in text for marker in _SQLITE_TRANSIENT)
     return False
+
+
+_MYSQL_KINDS = {
+    **{code: "connection" for code in (1040, 1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031)},
+    1205: "lock",
+    1213: "deadlock",
+    **{code: "read_only" for code in (1290, 1792, 1836)},
+}
+_PG_KINDS = {"40001": "deadlock", "40P01": "deadlock", "55P03": "lock", "25006": "read_only"}
+_PG_CLASS_KINDS = {"08": "connection", "57": "connection", "53": "resources"}
+_SQLITE_KINDS = {
+    "database is locked": "lock",
+    "database is busy": "lock",
+    "disk is full": "resources",
+    "disk i/o error": "resources",
+}
+
+
+def error_kind(err: BaseException) -> str | None:
+    """What kind of database error *err* is, for counting: ``connection``, ``deadlock``,
+    ``lock`` (lock wait, SQLite busy), ``read_only``, ``resources`` (disk, memory) or
+    ``other`` (not transient: a constraint, a bug); None when it is no database error."""
+    if isinstance(err, sa_exc.DBAPIError):
+        if err.connection_invalidated:
+            return "connection"
+        return _driver_kind(err.orig) or "other"
+    if isinstance(err, (sa_exc.DisconnectionError, ConnectionError, TimeoutError)):
+        return "connection"
+    return None
+
+
+def _driver_kind(orig: BaseException | None) -> str | None:
+    module = type(orig).__module__ if orig is not None else ""
+    if module.startswith("pymysql") and orig is not None and orig.args:
+        return _MYSQL_KINDS.get(orig.args[0]) if isinstance(orig.args[0], int) else None
+    if module.startswith("psycopg"):
+        state: str = getattr(orig, "sqlstate", None) or ""
+        if not state:
+            return "connection" if _transient_driver_error(orig) else None
+        return _PG_KINDS.get(state) or _PG_CLASS_KINDS.get(state[:2])
+    if module.startswith("sqlite3"):
+        text = str(orig).lower()
+        return next((kind for marker, kind in _SQLITE_KINDS.items() if marker in text), None)
+    return None
 
 
 class RetryPolicy:

@@ -35,6 +35,7 @@ def test_every_option_names_its_environment_variable() -> None:
             "resume",
             "prune",
             "bench",
+            "dashboard",
         ]
     )
     for name, sub in [("easyjob", parser), *commands.items()]:

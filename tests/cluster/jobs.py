@@ -109,3 +109,15 @@ def _long(ctx: TaskContext) -> None:
 
 if os.environ.get("EASYJOB_TEST_OVERLAP"):
     scheduled("* * * * * *", name="long", overlap=os.environ["EASYJOB_TEST_OVERLAP"])(_long)
+
+
+# The dashboard's tests (tests/web): a task whose name is markup, and one that always fails.
+if os.environ.get("EASYJOB_TEST_WEB"):
+
+    @scheduled("* * * * * *", name='<script>alert("easyjob")</script>')
+    def hostile(ctx: TaskContext) -> None:
+        record(ctx)
+
+    @scheduled("* * * * * *", name="always_fails")
+    def always_fails(ctx: TaskContext) -> None:
+        raise ValueError("no luck <img src=x onerror=alert(1)>")

@@ -16,6 +16,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -28,6 +30,7 @@ from easyjob.loading import load_jobs
 from easyjob.registry import default_registry
 from easyjob.store import Store
 from tests.cluster.harness import wait_until
+from tests.rig.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -113,6 +116,11 @@ def test_cli_samples_run(
     request: pytest.FixtureRequest,
 ) -> None:
     argv = _point_at(shlex.split(line)[1:], docs_db)
+    if argv[0] in ("run", "dashboard") and "--http" in argv:  # a free port, not the docs' one
+        argv[argv.index("--http") + 1] = f"127.0.0.1:{free_port()}"
+    if argv[0] == "dashboard":
+        _serve(argv, "/")
+        return
     if argv[0] == "run":
         _run_a_node(argv, docs_db)
         return
@@ -140,6 +148,36 @@ def test_cli_samples_run(
     assert main(argv) == 0, f"{where}: `{line}` failed"
 
 
+def _status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as err:
+        return err.code
+    except OSError:
+        return None
+
+
+def _serve(argv: list[str], path: str) -> None:
+    """Start a serving command (``dashboard``), wait for *path* to answer 200, SIGTERM it."""
+    url = f"http://{argv[argv.index('--http') + 1]}{path}"
+    with Path("serve.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "easyjob", *argv], stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            wait_until(
+                f"{url} to answer 200", lambda: proc.poll() is not None or _status(url) == 200, 30
+            )
+            assert proc.poll() is None, Path("serve.log").read_text()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 def _run_a_node(argv: list[str], url: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "EASYJOB_HEARTBEAT": "0.2", "EASYJOB_POLL": "0.1"}
     store = Store.open(url)
@@ -161,6 +199,9 @@ def _run_a_node(argv: list[str], url: str) -> None:
                 30,
             )
             assert proc.poll() is None, Path("node.log").read_text()
+            if "--http" in argv:
+                url = f"http://{argv[argv.index('--http') + 1]}/healthz"
+                wait_until("/healthz to answer 200", lambda: _status(url) == 200, 30)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(30) == 0
         finally:

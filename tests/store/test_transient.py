@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from easyjob.store import Database, RetryPolicy, Store, is_transient
-from easyjob.store.retry import _transient_driver_error
+from easyjob.store.retry import _transient_driver_error, error_kind
 from tests.rig.servers import DatabaseServer
 from tests.store.conftest import every_second
 
@@ -137,3 +137,28 @@ def test_a_transaction_stuck_mid_way_loses_its_session_and_its_locks(
         conn.close()
     finally:
         paused.dispose()
+
+
+def test_failed_attempts_are_counted_by_kind(
+    store: Store, two_connections: tuple[sa.Connection, sa.Connection]
+) -> None:
+    store.tasks.upsert([every_second("a")])
+    first, second = two_connections
+    update = "UPDATE easy_job_task SET version = version + 1 WHERE name = 'a'"
+    tx = first.begin()
+    first.exec_driver_sql(update)
+    if store.db.dialect == "postgresql":
+        second.exec_driver_sql("SET lock_timeout = '100ms'")
+    elif store.db.dialect != "sqlite":
+        second.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 1")
+    err = _error(lambda: second.exec_driver_sql(update))
+    tx.rollback()
+    assert error_kind(err) == "lock", repr(err)
+    assert error_kind(ValueError("not a database error")) is None
+
+    dup = "INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', 'x')"
+    before = store.db.counters.snapshot()
+    _error(lambda: store.db.write("dup", lambda c: c.exec_driver_sql(dup)))
+    _error(lambda: store.db.read("bad", lambda c: c.exec_driver_sql("SELECT * FROM nope")))
+    after = store.db.counters.snapshot()
+    assert after.get("errors.other", 0) - before.get("errors.other", 0) == 2

@@ -1,0 +1,79 @@
+"""A node's HTTP endpoint: ``GET /metrics``, ``/healthz`` and ``/readyz``.
+
+- ``/metrics``: the node's :class:`~easyjob.observe.metrics.NodeMetrics`, Prometheus text.
+- ``/healthz``: 200 while the node's threads run and its heartbeat is fresh (the database
+  accepted one within the dead threshold); else 503. While the node stops, its loader has
+  ended on purpose and only the heartbeat counts. The body is JSON with the reason.
+- ``/readyz``: as ``/healthz``, and 503 once the node is stopping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from easyjob.observe.http import HttpServer, Response
+from easyjob.observe.metrics import NodeMetrics
+
+__all__ = ["NodeEndpoint", "Probe", "check"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """How a node looks from outside: its threads (name to "is it running"), the age of
+    its last accepted heartbeat (None before the first), the age at which peers judge it
+    dead, and whether it is stopping."""
+
+    threads: Callable[[], Mapping[str, bool]]
+    heartbeat_age_s: Callable[[], float | None]
+    dead_after_s: float
+    stopping: Callable[[], bool]
+
+
+def check(probe: Probe, *, ready: bool = False) -> tuple[bool, dict[str, Any]]:
+    """Whether the node is healthy (or, with *ready*, ready for work), and the JSON body."""
+    age = probe.heartbeat_age_s()
+    body: dict[str, Any] = {"heartbeat_age_s": None if age is None else round(age, 3)}
+    stopping = probe.stopping()
+    down = [] if stopping else sorted(name for name, up in probe.threads().items() if not up)
+    if down:
+        return False, {"status": "fail", "reason": f"thread(s) not running: {', '.join(down)}"}
+    if age is None or age >= probe.dead_after_s:
+        seen = "never" if age is None else f"{age:.1f} s ago"
+        reason = (
+            f"heartbeat is stale: last accepted {seen}, peers judge a node dead after "
+            f"{probe.dead_after_s:g} s"
+        )
+        return False, {"status": "fail", "reason": reason, **body}
+    if ready and stopping:
+        return False, {"status": "fail", "reason": "node is stopping", **body}
+    return True, {"status": "stopping" if stopping else "ok", **body}
+
+
+class NodeEndpoint:
+    """Serves one node's metrics and health on *address* (bound at construction)."""
+
+    def __init__(self, address: tuple[str, int], metrics: NodeMetrics, probe: Probe) -> None:
+        self._metrics = metrics
+        self._probe = probe
+        self._server = HttpServer(address, self._route, name="http")
+        self.url = self._server.url
+
+    def start(self) -> None:
+        self._server.start()
+
+    def close(self) -> None:
+        self._server.close()
+
+    def _route(self, path: str, query: dict[str, list[str]]) -> Response:
+        if path == "/metrics":
+            return Response(200, generate_latest(self._metrics.registry), CONTENT_TYPE_LATEST)
+        if path in ("/healthz", "/readyz"):
+            ok, body = check(self._probe, ready=path == "/readyz")
+            text = json.dumps(body).encode() + b"\n"
+            return Response(200 if ok else 503, text, "application/json")
+        return Response(404, b"not found: try /metrics, /healthz or /readyz\n")

@@ -1,0 +1,267 @@
+"""A node's Prometheus metrics, built with the official ``prometheus_client``.
+
+The node reports events (:class:`Metrics`: a run started or finished, claims made and lost,
+runs recovered, fires missed); gauges are read only when scraped (:class:`Gauges`), and so
+are the database counters. Each :class:`NodeMetrics` has a registry of its own, so several
+nodes in one process never share series.
+
+Label cardinality is bounded: the first ``task_labels`` task names (50 by default) a node
+reports get a ``task`` label of their own, for the process's lifetime; every later name is
+counted under ``task="other"``. A node of 100,000 tasks so exports at most 51 task values,
+about 1,850 series in all, whatever the catalogue's size (docs/monitoring.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from easyjob.core.records import Advance, TaskRow
+from easyjob.core.states import RunStatus
+
+__all__ = [
+    "DEFAULT_TASK_LABELS",
+    "NO_METRICS",
+    "OTHER",
+    "Gauges",
+    "Metrics",
+    "NodeMetrics",
+    "count_misfires",
+]
+
+DEFAULT_TASK_LABELS = 50
+OTHER = "other"  # the task label of every task past the first DEFAULT_TASK_LABELS
+
+LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800)
+
+
+@dataclass(frozen=True)
+class Gauges:
+    """Read at scrape time: runs this node holds (claimed or running), runs whose function
+    is running, stuck threads (functions still running past their timeout), seconds since
+    the last heartbeat the database accepted (None before the first), and this node's clock
+    minus the database's, in seconds."""
+
+    held: Callable[[], int]
+    running: Callable[[], int]
+    stuck: Callable[[], int]
+    heartbeat_age_s: Callable[[], float | None]
+    clock_offset_s: Callable[[], float]
+
+
+class Metrics:
+    """The events a node reports. This base ignores them all, so a node that serves no
+    metrics pays one empty call per event."""
+
+    def run_started(self, task: str, lateness_s: float) -> None:
+        """A run's function is about to be called, *lateness_s* after its due time."""
+
+    def run_finished(self, task: str, outcome: str, duration_s: float) -> None:
+        """A run's function returned (``success``) or raised (``failure``)."""
+
+    def claims(self, made: int, lost: int) -> None:
+        """This node claimed *made* runs; *lost* more went to a node that was first."""
+
+    def recovered(self, n: int) -> None:
+        """This node made *n* runs of dead nodes (or orphans) claimable again."""
+
+    def misfired(self, task: str, n: int = 1) -> None:
+        """*n* fires of *task* were recorded MISSED by this node."""
+
+    def watch(self, gauges: Gauges, db_counters: Callable[[], dict[str, int]]) -> None:
+        """Read *gauges* and the database counters (a snapshot function) at scrape time."""
+
+
+NO_METRICS = Metrics()
+
+
+class _Series:
+    """The metric children of one task label, looked up once and kept."""
+
+    __slots__ = ("duration", "finished", "lateness", "misfires", "started")
+
+    def __init__(self, metrics: NodeMetrics, label: str) -> None:
+        self.started = metrics.runs_started.labels(label)
+        self.lateness = metrics.lateness.labels(label)
+        self.duration = metrics.duration.labels(label)
+        self.misfires = metrics.misfires.labels(label)
+        self.finished = {
+            outcome: metrics.runs_finished.labels(label, outcome)
+            for outcome in ("success", "failure")
+        }
+
+
+class NodeMetrics(Metrics):
+    """The metrics of one node, in :attr:`registry` (render it with
+    ``prometheus_client.generate_latest``). Thread-safe."""
+
+    def __init__(self, node_id: str, *, task_labels: int = DEFAULT_TASK_LABELS) -> None:
+        if task_labels < 0:
+            raise ValueError(f"task_labels must be 0 or more, got {task_labels!r}")
+        self.node_id = node_id
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.runs_started = Counter(
+            "easyjob_runs_started", "Runs whose function this node called", ["task"], registry=r
+        )
+        self.runs_finished = Counter(
+            "easyjob_runs_finished",
+            "Runs whose function returned (success) or raised (failure) on this node",
+            ["task", "outcome"],
+            registry=r,
+        )
+        self.lateness = Histogram(
+            "easyjob_run_lateness_seconds",
+            "Start of a run's function after its due time (database time)",
+            ["task"],
+            buckets=LATENESS_BUCKETS,
+            registry=r,
+        )
+        self.duration = Histogram(
+            "easyjob_run_duration_seconds",
+            "How long a run's function ran",
+            ["task"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.misfires = Counter(
+            "easyjob_misfires", "Fires this node recorded MISSED", ["task"], registry=r
+        )
+        self.claims_made = Counter("easyjob_claims", "Runs this node claimed", registry=r)
+        self.claims_lost = Counter(
+            "easyjob_claims_lost",
+            "Runs this node tried to claim that another node claimed first",
+            registry=r,
+        )
+        self.recoveries = Counter(
+            "easyjob_recovered_runs",
+            "Runs of dead nodes (or lost track of) this node made claimable again",
+            registry=r,
+        )
+        self._cap = task_labels
+        self._lock = threading.Lock()
+        self._series: dict[str, _Series] = {}
+        self._other: _Series | None = None
+
+    def _for(self, task: str) -> _Series:
+        found = self._series.get(task)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._series.get(task)
+            if found is not None:
+                return found
+            if len(self._series) < self._cap:
+                found = self._series[task] = _Series(self, task)
+                return found
+            if self._other is None:
+                self._other = _Series(self, OTHER)
+            return self._other
+
+    def run_started(self, task: str, lateness_s: float) -> None:
+        series = self._for(task)
+        series.started.inc()
+        series.lateness.observe(max(0.0, lateness_s))
+
+    def run_finished(self, task: str, outcome: str, duration_s: float) -> None:
+        series = self._for(task)
+        series.finished[outcome].inc()
+        series.duration.observe(duration_s)
+
+    def claims(self, made: int, lost: int) -> None:
+        if made:
+            self.claims_made.inc(made)
+        if lost:
+            self.claims_lost.inc(lost)
+
+    def recovered(self, n: int) -> None:
+        if n:
+            self.recoveries.inc(n)
+
+    def misfired(self, task: str, n: int = 1) -> None:
+        if n:
+            self._for(task).misfires.inc(n)
+
+    def watch(self, gauges: Gauges, db_counters: Callable[[], dict[str, int]]) -> None:
+        self.registry.register(_Live(self.node_id, gauges, db_counters))
+
+    def task_labels(self) -> list[str]:
+        """The task names with a label of their own, in the order they were first seen."""
+        with self._lock:
+            return list(self._series)
+
+
+class _Live(Collector):
+    """What is read at scrape time: the node's gauges and its database counters."""
+
+    def __init__(
+        self, node_id: str, gauges: Gauges, db_counters: Callable[[], dict[str, int]]
+    ) -> None:
+        self._node_id = node_id
+        self._gauges = gauges
+        self._db = db_counters
+
+    def collect(self) -> Iterator[Metric]:
+        g = self._gauges
+        info = GaugeMetricFamily("easyjob_node_info", "This node's id", labels=["node_id"])
+        info.add_metric([self._node_id], 1)
+        yield info
+        yield _gauge("easyjob_runs_held", "Runs this node holds, claimed or running", g.held())
+        yield _gauge("easyjob_runs_running", "Runs whose function is running", g.running())
+        yield _gauge(
+            "easyjob_stuck_threads",
+            "Worker threads still running a function past its timeout",
+            g.stuck(),
+        )
+        age = g.heartbeat_age_s()
+        if age is not None:
+            yield _gauge(
+                "easyjob_heartbeat_age_seconds",
+                "Seconds since the database last accepted this node's heartbeat",
+                age,
+            )
+        yield _gauge(
+            "easyjob_clock_offset_seconds",
+            "This node's clock minus the database clock",
+            g.clock_offset_s(),
+        )
+        counts = self._db()
+        trips = CounterMetricFamily(
+            "easyjob_db_round_trips",
+            "Database round trips by kind: statements sent, transactions committed",
+            labels=["kind"],
+        )
+        trips.add_metric(["statement"], counts.get("statements", 0))
+        trips.add_metric(["commit"], counts.get("commits", 0))
+        yield trips
+        errors = CounterMetricFamily(
+            "easyjob_db_errors",
+            "Database errors by kind (each failed attempt; transient ones are retried)",
+            labels=["kind"],
+        )
+        for key, value in sorted(counts.items()):
+            if key.startswith("errors."):
+                errors.add_metric([key.removeprefix("errors.")], value)
+        yield errors
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def count_misfires(
+    metrics: Metrics, tasks: Iterable[TaskRow], advances: Sequence[Advance], won: Iterable[int]
+) -> None:
+    """Report the MISSED fires of the *advances* this node wrote (tasks ids in *won*)."""
+    names = {task.id: task.name for task in tasks}
+    written = set(won)
+    for advance in advances:
+        missed = sum((f.missed_count or 1) for f in advance.fires if f.status == RunStatus.MISSED)
+        if missed and advance.task_id in written:
+            metrics.misfired(names[advance.task_id], missed)

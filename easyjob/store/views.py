@@ -1,0 +1,182 @@
+"""Reads for the dashboard that the other statement groups do not have: tasks by name with
+a limit, each task's last outcome, and runs and lateness over time. Every statement here
+only reads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
+
+from easyjob.core.records import TaskRow
+from easyjob.core.states import TERMINAL, RunStatus
+from easyjob.store.database import Database
+from easyjob.store.engine import db_now
+from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
+
+__all__ = ["Activity", "Bucket", "LastOutcome", "ViewStore"]
+
+d = task_detail_table
+t = task_table
+
+
+@dataclass(frozen=True)
+class LastOutcome:
+    """A task's most recently ended run."""
+
+    status: RunStatus
+    end_time: datetime | None
+
+
+@dataclass
+class Bucket:
+    """Runs that ended in ``[start, start + width)``: how many by status, and the lateness
+    of their start (start time minus due time, seconds): sum over the started ones, max."""
+
+    start: datetime
+    by_status: dict[str, int] = field(default_factory=dict)
+    started: int = 0
+    lateness_sum_s: float = 0.0
+    lateness_max_s: float = 0.0
+
+    @property
+    def runs(self) -> int:
+        return sum(self.by_status.values())
+
+    @property
+    def lateness_avg_s(self) -> float:
+        return self.lateness_sum_s / self.started if self.started else 0.0
+
+
+@dataclass(frozen=True)
+class Activity:
+    """Runs over time: *buckets* of *width* each, the last one ending at *db_time*."""
+
+    db_time: datetime
+    width: timedelta
+    buckets: list[Bucket]
+
+
+class ViewStore:
+    """Dashboard reads (read-only transactions)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def tasks(self, *, name_contains: str | None = None, limit: int = 500) -> list[TaskRow]:
+        """Tasks by name, at most *limit*, those whose name contains *name_contains*."""
+
+        def read(conn: sa.Connection) -> list[TaskRow]:
+            query = sa.select(t).order_by(t.c.name).limit(limit)
+            if name_contains:
+                query = query.where(t.c.name.contains(name_contains, autoescape=True))
+            return [TaskRow.from_row(row) for row in conn.execute(query).mappings()]
+
+        return self._db.read("view_tasks", read)
+
+    def last_outcomes(self, task_ids: Sequence[int]) -> dict[int, LastOutcome]:
+        """The last ended run of each task in *task_ids* (newest row of a final status),
+        read through the (task_id, status) index."""
+        if not task_ids:
+            return {}
+
+        def read(conn: sa.Connection) -> dict[int, LastOutcome]:
+            newest = (
+                sa.select(sa.func.max(d.c.id))
+                .where(d.c.task_id.in_(list(task_ids)), d.c.status.in_([str(s) for s in TERMINAL]))
+                .group_by(d.c.task_id)
+            )
+            query = sa.select(d.c.task_id, d.c.status, d.c.end_time).where(
+                d.c.id.in_(newest.scalar_subquery())
+            )
+            return {
+                int(row.task_id): LastOutcome(RunStatus(row.status), row.end_time)
+                for row in conn.execute(query)
+            }
+
+        return self._db.read("view_last_outcomes", read)
+
+    def activity(self, window: timedelta, buckets: int = 60) -> Activity:
+        """Runs that ended in the last *window* (database time) in *buckets* equal buckets,
+        read through the index on ``end_time``."""
+        if buckets < 1 or window <= timedelta(0):
+            raise ValueError(f"need a positive window and bucket count, got {window}, {buckets}")
+        width = window / buckets
+        width_s = width.total_seconds()
+
+        def read(conn: sa.Connection) -> Activity:
+            now = conn.scalar(sa.select(db_now()))
+            start = now - window
+            since = sa.literal(start, UTCDateTime())
+            index = _floor((_epoch(d.c.end_time) - _epoch(since)) / width_s).label("bucket")
+            late = _epoch(d.c.start_time) - _epoch(d.c.due_time)
+            query = (
+                sa.select(
+                    index,
+                    d.c.status,
+                    sa.func.count(),
+                    sa.func.count(d.c.start_time),
+                    sa.func.sum(late),
+                    sa.func.max(late),
+                )
+                .where(d.c.end_time >= since)
+                .group_by(sa.literal_column("bucket"), d.c.status)
+            )
+            found = [Bucket(start + width * i) for i in range(buckets)]
+            for i, status, runs, started, late_sum, late_max in conn.execute(query):
+                bucket = found[min(max(int(i), 0), buckets - 1)]
+                bucket.by_status[status] = bucket.by_status.get(status, 0) + int(runs)
+                bucket.started += int(started)
+                bucket.lateness_sum_s += float(late_sum or 0.0)
+                bucket.lateness_max_s = max(bucket.lateness_max_s, float(late_max or 0.0))
+            return Activity(now, width, found)
+
+        return self._db.read("view_activity", read)
+
+
+class _epoch(FunctionElement[float]):
+    """Seconds since 1970-01-01 of a stored UTC time."""
+
+    type = sa.Float()
+    inherit_cache = True
+
+
+@compiles(_epoch, "sqlite")
+def _epoch_sqlite(element: _epoch, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"((julianday({compiler.process(element.clauses, **kw)}) - 2440587.5) * 86400.0)"
+
+
+@compiles(_epoch, "postgresql")
+def _epoch_postgresql(element: _epoch, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"EXTRACT(EPOCH FROM {compiler.process(element.clauses, **kw)})"
+
+
+@compiles(_epoch, "mysql")
+@compiles(_epoch, "mariadb")
+def _epoch_mysql(element: _epoch, compiler: SQLCompiler, **kw: Any) -> str:
+    value = compiler.process(element.clauses, **kw)
+    return f"(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {value}) / 1000000.0)"
+
+
+class _floor(FunctionElement[int]):
+    """The largest integer not above a number (SQLite has no FLOOR without its math
+    extension; a CAST truncates there, which is the floor for the positive values here)."""
+
+    type = sa.Integer()
+    inherit_cache = True
+
+
+@compiles(_floor)
+def _floor_default(element: _floor, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"FLOOR({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(_floor, "sqlite")
+def _floor_sqlite(element: _floor, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"

@@ -1,0 +1,139 @@
+"""NodeMetrics (bounded task labels, scrape-time gauges), health checks and addresses."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from easyjob.cli import main
+from easyjob.errors import ConfigError
+from easyjob.observe.endpoint import Probe, check
+from easyjob.observe.http import HttpServer, Response, parse_address
+from easyjob.observe.metrics import OTHER, Gauges, NodeMetrics
+
+
+def values(metrics: NodeMetrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    text = generate_latest(metrics.registry).decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_task_labels_are_capped_and_the_rest_fold_into_other() -> None:
+    metrics = NodeMetrics("n1", task_labels=3)
+    for i in range(1000):
+        metrics.run_started(f"task-{i}", 0.01)
+        metrics.run_finished(f"task-{i}", "success", 0.002)
+    metrics.misfired("task-999", 2)
+    found = values(metrics)
+    tasks = {dict(labels).get("task") for name, labels in found if name.startswith("easyjob_run")}
+    assert tasks == {"task-0", "task-1", "task-2", OTHER}
+    assert metrics.task_labels() == ["task-0", "task-1", "task-2"]
+    assert found[("easyjob_runs_started_total", frozenset({("task", OTHER)}))] == 997
+    finished_other = frozenset({("task", OTHER), ("outcome", "success")})
+    assert found[("easyjob_runs_finished_total", finished_other)] == 997
+    assert found[("easyjob_misfires_total", frozenset({("task", OTHER)}))] == 2
+    assert found[("easyjob_run_lateness_seconds_count", frozenset({("task", "task-1")}))] == 1
+
+
+def test_claims_recoveries_and_scrape_time_gauges() -> None:
+    metrics = NodeMetrics("n1")
+    metrics.claims(5, 2)
+    metrics.claims(1, 0)
+    metrics.recovered(3)
+    counts = {"statements": 40, "commits": 9, "errors.connection": 2, "errors.deadlock": 1}
+    metrics.watch(
+        Gauges(
+            held=lambda: 4,
+            running=lambda: 3,
+            stuck=lambda: 1,
+            heartbeat_age_s=lambda: 0.25,
+            clock_offset_s=lambda: -1.5,
+        ),
+        lambda: counts,
+    )
+    found = values(metrics)
+    assert found[("easyjob_claims_total", frozenset())] == 6
+    assert found[("easyjob_claims_lost_total", frozenset())] == 2
+    assert found[("easyjob_recovered_runs_total", frozenset())] == 3
+    assert found[("easyjob_runs_held", frozenset())] == 4
+    assert found[("easyjob_runs_running", frozenset())] == 3
+    assert found[("easyjob_stuck_threads", frozenset())] == 1
+    assert found[("easyjob_heartbeat_age_seconds", frozenset())] == 0.25
+    assert found[("easyjob_clock_offset_seconds", frozenset())] == -1.5
+    assert found[("easyjob_db_round_trips_total", frozenset({("kind", "commit")}))] == 9
+    assert found[("easyjob_db_errors_total", frozenset({("kind", "connection")}))] == 2
+    counts["statements"] = 41  # read again at the next scrape
+    assert (
+        values(metrics)[("easyjob_db_round_trips_total", frozenset({("kind", "statement")}))] == 41
+    )
+
+
+def probe(*, age: float | None, threads: dict[str, bool], stopping: bool = False) -> Probe:
+    return Probe(lambda: threads, lambda: age, 1.0, lambda: stopping)
+
+
+def test_health_names_what_is_wrong() -> None:
+    up = {"loader": True, "heartbeat": True}
+    assert check(probe(age=0.2, threads=up)) == (True, {"status": "ok", "heartbeat_age_s": 0.2})
+    ok, body = check(probe(age=0.2, threads={**up, "loader": False}))
+    assert (ok, body["reason"]) == (False, "thread(s) not running: loader")
+    ok, body = check(probe(age=2.5, threads=up))
+    assert not ok
+    assert body["reason"] == (
+        "heartbeat is stale: last accepted 2.5 s ago, peers judge a node dead after 1 s"
+    )
+    assert check(probe(age=None, threads=up))[1]["reason"].startswith(
+        "heartbeat is stale: last accepted never"
+    )
+    # stopping: the loader has ended on purpose; healthy, but no longer ready
+    stopping = probe(age=0.2, threads={**up, "loader": False}, stopping=True)
+    assert check(stopping)[0] is True
+    assert check(stopping, ready=True) == (
+        False,
+        {"status": "fail", "reason": "node is stopping", "heartbeat_age_s": 0.2},
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [
+        ("9100", ("127.0.0.1", 9100)),
+        (":9100", ("127.0.0.1", 9100)),
+        ("0.0.0.0:80", ("0.0.0.0", 80)),
+        ("metrics.local:9100", ("metrics.local", 9100)),
+        ("[::1]:9100", ("::1", 9100)),
+        ("127.0.0.1:0", ("127.0.0.1", 0)),
+    ],
+)
+def test_addresses(text: str, address: tuple[str, int]) -> None:
+    assert parse_address(text) == address
+
+
+@pytest.mark.parametrize("text", ["", "host", "host:", "1:2:3", "host:65536", "::1:80", "h:-1"])
+def test_bad_addresses_are_named(text: str) -> None:
+    with pytest.raises(ValueError, match=f"invalid address {text!r}: use HOST:PORT"):
+        parse_address(text)
+
+
+def test_bad_http_options_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["run", "jobs.py", "--http", "host:99999"]) == 2
+    assert "argument --http: invalid address 'host:99999'" in capsys.readouterr().err
+    monkeypatch.setenv("EASYJOB_DASHBOARD_HTTP", "nowhere")
+    assert main(["dashboard"]) == 2
+    assert "invalid address 'nowhere'" in capsys.readouterr().err
+
+
+def test_a_busy_port_is_named() -> None:
+    first = HttpServer(("127.0.0.1", 0), lambda path, query: Response(200, b""), name="t")
+    port = int(first.url.rsplit(":", 1)[1])
+    try:
+        with pytest.raises(ConfigError, match=f"cannot serve HTTP on 127.0.0.1:{port}: "):
+            HttpServer(("127.0.0.1", port), lambda path, query: Response(200, b""), name="t")
+    finally:
+        first.close()
