@@ -108,24 +108,14 @@ class DaySpec:
     def _dom_days(self, year: int, month: int, length: int) -> set[int]:
         days = {d for d in self.dom if d <= length}
         days |= {length - n for n in self.dom_last if length - n >= 1}
-        targets = [d for d in self.dom_nearest if d <= length]
-        targets += [length - n for n in self.dom_last_nearest if length - n >= 1]
-        for target in targets:
-            nearest = self._nearest_weekday(year, month, target, length)
+        targets = [(d, self.w_spring) for d in self.dom_nearest if d <= length]
+        # 'LW' is the last weekday in Spring too: a Sunday month end gives the Friday.
+        targets += [(length - n, False) for n in self.dom_last_nearest if length - n >= 1]
+        for target, spring in targets:
+            nearest = _nearest_weekday(year, month, target, length, spring)
             if nearest is not None:
                 days.add(nearest)
         return days
-
-    def _nearest_weekday(self, year: int, month: int, target: int, length: int) -> int | None:
-        """Monday-Friday nearest to *target*, never leaving the month (Quartz's ``W``)."""
-        weekday = calendar.weekday(year, month, target)  # Monday = 0
-        if weekday == 5:  # Saturday: the Friday before, or Monday the 3rd for the 1st
-            return 3 if target == 1 else target - 1
-        if weekday == 6:  # Sunday: the Monday after, or the Friday before at the month's end
-            if target < length:
-                return target + 1
-            return None if self.w_spring else target - 2
-        return target
 
     def _dow_days(self, first: int, length: int) -> set[int]:
         days: set[int] = set()
@@ -139,3 +129,19 @@ class DaySpec:
             first_of = 1 + (weekday - first) % 7
             days.add(first_of + 7 * ((length - first_of) // 7))
         return days
+
+
+def _nearest_weekday(year: int, month: int, target: int, length: int, spring: bool) -> int | None:
+    """Monday-Friday nearest to *target*, never leaving the month (Quartz's ``W``).
+
+    A Sunday month end gives the Friday before, except in Spring (*spring*), where
+    ``nW`` then does not fire that month.
+    """
+    weekday = calendar.weekday(year, month, target)  # Monday = 0
+    if weekday == 5:  # Saturday: the Friday before, or Monday the 3rd for the 1st
+        return 3 if target == 1 else target - 1
+    if weekday == 6:  # Sunday: the Monday after, or the Friday before at the month's end
+        if target < length:
+            return target + 1
+        return None if spring else target - 2
+    return target
