@@ -313,6 +313,11 @@ class _Reader:
         plain: list[str] = []
         last: set[int] = set()
         nth: set[tuple[int, int]] = set()
+        if quartz and "," in value and ("L" in value or value.count("#") > 1):
+            raise self.fail(
+                f"{where}: the quartz dialect takes 'L' or 'n#k' only alone in day-of-week "
+                "(as Quartz does); the spring dialect accepts them in lists"
+            )
         for item in value.split(","):
             if item == "L":
                 if not quartz:
