@@ -15,15 +15,15 @@ meaning differs between the dialects (both day fields restricted; weekday number
 still read as before, with a warning. A dialect can also be written in the expression as a
 marker, ``quartz: 0 0 12 ? * 2-6``, which is how a stored row names its dialect.
 
-croniter parses and validates the plain fields (numbers, names, ranges, steps, lists) and
-later walks the time of day; the day rules are :class:`~easyjob.core.cron_days.DaySpec`.
+croniter parses and validates the plain fields (numbers, names, ranges, steps, lists); the
+day rules are :class:`~easyjob.core.cron_days.DaySpec`, the times of day plain sorted lists
+that :mod:`easyjob.core.cron` walks by bisection.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import time
 from typing import Any
 
 from croniter import CroniterError, croniter
@@ -97,8 +97,9 @@ class Parsed:
     body: str  # without the dialect marker
     dialect: str | None  # chosen explicitly (argument or marker); None: by field count
     reading: str  # the dialect it is read in
-    clock: str  # croniter expression for the time of day, seconds first
-    first: time  # the earliest time of day it fires
+    seconds: tuple[int, ...]  # the time-of-day fields, each ascending
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
     days: DaySpec
     warnings: tuple[str, ...]
 
@@ -177,8 +178,9 @@ class _Reader:
             body=self.body,
             dialect=self.dialect,
             reading=reading,
-            clock=" ".join(fields[:3]) + " * * *",
-            first=time(_lowest(clock[2]), _lowest(clock[1]), _lowest(clock[0])),
+            seconds=_values(clock[0], 59),
+            minutes=_values(clock[1], 59),
+            hours=_values(clock[2], 23),
             days=days,
             warnings=tuple(self.warnings),
         )
@@ -419,8 +421,8 @@ class _Reader:
 _CLOCK_FIELDS = (_SECOND, _MINUTE, _HOUR)
 
 
-def _lowest(values: list[Any]) -> int:
-    return 0 if values == ["*"] else int(min(values))
+def _values(values: list[Any], high: int) -> tuple[int, ...]:
+    return tuple(range(high + 1)) if values == ["*"] else tuple(sorted({int(v) for v in values}))
 
 
 def _all(values: list[Any], low: int, high: int) -> frozenset[int]:
