@@ -39,6 +39,7 @@ from easyjob.errors import CronDialectWarning, CronError, UnknownTimeZoneError
 __all__ = ["DIALECTS", "CronSchedule", "parse_tz"]
 
 _EPS = timedelta(microseconds=1)
+_SECOND = timedelta(seconds=1)
 # Where the "does it ever fire?" probe starts (Quartz's first year); any fixed instant
 # keeps parsing pure.
 _REFERENCE = datetime(1970, 1, 1)
@@ -291,9 +292,9 @@ def _resolve(zone: ZoneInfo, wall: datetime) -> tuple[datetime | None, datetime]
 
     An ambiguous wall time takes its first occurrence (``fold=0``). A nonexistent one
     fires at the transition and the cursor skips to the gap's end, so a seconds-level
-    expression does not walk through the whole gap. A nonexistent one on an earlier
-    local date than the gap's end (a date removed whole) does not fire: the cursor
-    skips to the first moment of the gap end's date.
+    expression does not walk through the whole gap. A nonexistent one on a local date
+    that the gap removes whole (no moment of it exists) does not fire: the cursor skips
+    to the first moment of the gap end's date.
     """
     fire = wall.replace(tzinfo=zone).astimezone(UTC)
     if fire.astimezone(zone).replace(tzinfo=None) == wall:
@@ -303,9 +304,15 @@ def _resolve(zone: ZoneInfo, wall: datetime) -> tuple[datetime | None, datetime]
     early = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
     transition = _transition(zone, early, fire)
     gap_end = transition.astimezone(zone).replace(tzinfo=None)
-    if wall.date() != gap_end.date():
+    midnight = datetime.combine(wall.date(), time())
+    if wall.date() != gap_end.date() and _gap_start(zone, transition) <= midnight:
         return None, datetime.combine(gap_end.date(), time()) - _EPS
     return transition, gap_end - _EPS
+
+
+def _gap_start(zone: ZoneInfo, transition: datetime) -> datetime:
+    """The first naive wall time that a gap starting at *transition* (UTC) removes."""
+    return (transition - _SECOND).astimezone(zone).replace(tzinfo=None) + _SECOND
 
 
 def _transition(zone: ZoneInfo, before: datetime, after: datetime) -> datetime:

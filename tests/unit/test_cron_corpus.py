@@ -8,8 +8,11 @@ Each ``cron_corpus/*.json`` names its source repository, file and commit. A case
 - ``invalid``: the expression is refused.
 
 Times without an offset are wall times in the case's ``tz``; with one, they are instants.
-A case marked ``policy`` is a deliberate difference (listed in docs/cron.md): the test
-checks that the source's answer is not easyjob's and that easyjob gives ``ours``.
+A case marked ``policy`` is a deliberate difference (listed in docs/cron.md) with its
+``reason``: for a DST policy (``dst-*``) or a result the source itself calls wrong
+(``source-limitation``) the test checks that the source's answer is not easyjob's and that
+easyjob gives ``ours``; ``syntax-refused`` is an expression the source accepts and easyjob
+refuses; ``syntax-accepted`` one the source refuses and easyjob reads as ``ours`` says.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from easyjob.errors import CronDialectWarning, CronError
 
 CORPUS = Path(__file__).parent / "cron_corpus"
 SOURCES = sorted(CORPUS.glob("*.json"))
+POLICIES = ("dst-gap", "dst-repeat", "dst-day-removed", "source-limitation")
 
 
 def load() -> list[Any]:
@@ -85,8 +89,17 @@ def test_corpus_case(case: dict[str, Any]) -> None:
         fired = schedule(case).first_at_or_after(at) == at
         assert fired is case["fires"]
         return
+    if case.get("policy") == "syntax-refused":
+        assert case["reason"]
+        with pytest.raises(CronError):
+            schedule(case)
+        return
+    if case.get("policy") == "syntax-accepted":
+        assert case["reason"]
+        assert walk(case, case["ours"]) == case["ours"]
+        return
     if "policy" in case:
-        assert case["policy"] in ("dst-gap", "dst-repeat", "dst-day-removed")
+        assert case["policy"] in POLICIES
         assert case["reason"]
         assert walk(case, case["next"]) != case["next"]
         assert walk(case, case["ours"]) == case["ours"]
@@ -113,3 +126,16 @@ def test_apia_removed_day_fires_a_daily_job_once_per_local_day() -> None:
         assert len(days) == len(set(days)), (expr, fires)
         assert datetime(2011, 12, 30).date() not in days
         assert len(days) == 6  # 27, 28, 29, 31 December and 1, 2 January
+
+
+def test_gap_across_midnight_removes_no_date_and_fires_once_at_its_end() -> None:
+    # America/Nuuk went from 2024-03-30 23:00 (-02:00) to 2024-03-31 00:00 (-01:00): the
+    # 30th lost its last hour, not the whole day, so its 23:00 fires at the transition.
+    s = CronSchedule.parse("0 23 * * *", "America/Nuuk", "unix")
+    start = datetime.fromisoformat("2024-03-29T12:00:00+00:00")
+    fires = s.fires_between(start, start + timedelta(days=3))
+    assert [f.isoformat() for f in fires] == [
+        "2024-03-30T01:00:00+00:00",  # 23:00 on the 29th (-02:00)
+        "2024-03-31T01:00:00+00:00",  # the 30th's 23:00, at 00:00 on the 31st (-01:00)
+        "2024-04-01T00:00:00+00:00",  # 23:00 on the 31st (-01:00)
+    ]
