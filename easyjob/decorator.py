@@ -26,6 +26,7 @@ def scheduled(
     parent: str | Callable[..., Any] | None = None,
     name: str | None = None,
     tz: str = "UTC",
+    cron_dialect: str | None = None,
     misfire: Misfire | str = Misfire.FIRE_ONCE,
     misfire_grace: Seconds = 60,
     overlap: Overlap | str = Overlap.SERIAL,
@@ -42,6 +43,8 @@ def scheduled(
     passed to it as keyword arguments. The task name defaults to ``module.qualname``. A
     *cron* given together with *parent* is accepted for compatibility with easy-job (where
     Spring's ``@Scheduled`` required one) and ignored: a child runs after its parent.
+    *cron_dialect* (``'unix'``, ``'spring'``, ``'quartz'``) says how *cron* is read; by
+    default the field count decides (see ``docs/cron.md``).
     Everything is validated here, with errors naming the function and the bad value.
     """
 
@@ -54,13 +57,14 @@ def scheduled(
             if cron is not None and parent is not None:
                 # Spring's @Scheduled needs a cron, so code ported from easy-job gives children
                 # one: it is checked, then ignored; the parent's successes drive the child.
-                CronSchedule.parse(cron, tz)
+                CronSchedule.parse(cron, tz, cron_dialect)
                 log.info("%s: cron %r ignored, the task runs after its parent", where, cron)
             spec = TaskSpec(
                 name=name if name is not None else f"{fn.__module__}.{fn.__qualname__}",
                 func=path,
                 cron=cron if parent is None else None,
                 tz=tz,
+                cron_dialect=cron_dialect if parent is None else None,
                 parent=parent
                 if isinstance(parent, str)
                 else (func_path(parent) if parent is not None else None),

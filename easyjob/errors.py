@@ -17,12 +17,16 @@
     └── TaskNotFoundError (LookupError)          no task of that name
 
 Every error names the offending value with ``!r`` and chains its cause.
+
+Warnings: :class:`CronDialectWarning` (a ``UserWarning``) for a cron expression that other
+dialects read differently.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "CronDialectWarning",
     "CronError",
     "DatabaseError",
     "DatabaseURLError",
@@ -49,6 +53,10 @@ class ConfigError(EasyJobError, ValueError):
 
 class CronError(ConfigError):
     """A cron expression is malformed or never fires."""
+
+
+class CronDialectWarning(UserWarning):
+    """A cron expression without a dialect means something else in Spring or Quartz."""
 
 
 class UnknownTimeZoneError(ConfigError, LookupError):

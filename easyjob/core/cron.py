@@ -3,17 +3,20 @@
 Pure: nothing here reads a clock; every "now" is an argument and every result is an
 aware UTC datetime.
 
-Forms: 5 fields (``minute hour day-of-month month day-of-week``, fires at second 0),
-6 fields with seconds FIRST as in Spring and Quartz (``0/10 * * * * ?``), and the
-macros ``@yearly @annually @monthly @weekly @daily @midnight @hourly``.
+Forms and dialects (``unix``, ``spring``, ``quartz``) are read by
+:mod:`easyjob.core.cron_syntax`; the days an expression fires on are
+:mod:`easyjob.core.cron_days`, and its times of day are sorted lists walked here.
 
-The expression is read in the wall time of its IANA zone. croniter enumerates NAIVE
-wall times (it is only trusted with calendar arithmetic, not with time zones) and this
-module maps each wall time to UTC itself. DST policy:
+The expression is read in the wall time of its IANA zone. The calendar enumerates NAIVE
+wall times (time zones are not left to a cron library) and this module maps each wall
+time to UTC itself. DST policy:
 
 - a wall time that does not exist (spring-forward gap) fires once, at the transition
   instant, the first valid instant after the gap; every scheduled time in one gap, and
-  the gap's end if it is scheduled too, collapses into that one fire;
+  the gap's end if it is scheduled too, collapses into that one fire; only times of
+  the local date on which the gap ends collapse: a gap that removes whole local dates
+  (Pacific/Apia skipped 2011-12-30) fires nothing for them, so no local date fires a
+  daily job twice;
 - a wall time that occurs twice (fall back) fires once, at its first occurrence; the
   second pass of the repeated period fires nothing that already fired.
 
@@ -22,62 +25,27 @@ So the fire instants are strictly increasing and never repeat. See ``docs/cron.m
 
 from __future__ import annotations
 
-import copy
-import re
+import warnings
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from functools import cache, lru_cache
-from typing import Any
 from zoneinfo import ZoneInfo, available_timezones
 
-from croniter import CroniterError, croniter
+from easyjob.core.cron_syntax import DIALECTS, Parsed, parse
+from easyjob.errors import CronDialectWarning, CronError, UnknownTimeZoneError
 
-from easyjob.errors import CronError, UnknownTimeZoneError
-
-__all__ = ["CronSchedule", "parse_tz"]
+__all__ = ["DIALECTS", "CronSchedule", "parse_tz"]
 
 _EPS = timedelta(microseconds=1)
-# Where the "does it ever fire?" probe starts; any fixed instant keeps parsing pure.
-_REFERENCE = datetime(2000, 1, 1)
-# croniter splits on ASCII whitespace only; splitting the same way keeps its view and ours equal.
-_FIELDS_RE = re.compile(r"\S+", re.ASCII)
-# croniter's H (needs a hash id) and R (random: every node would compute other fire times).
-_HASHED_RE = re.compile(r"[hr](\(\d+-\d+\))?(/\d+)?", re.IGNORECASE)
-
-_MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-_FORMS = (
-    "expected 5 fields (minute hour day month weekday) "
-    "or 6 fields (second minute hour day month weekday)"
-)
+_SECOND = timedelta(seconds=1)
+# Where the "does it ever fire?" probe starts (Quartz's first year); any fixed instant
+# keeps parsing pure.
+_REFERENCE = datetime(1970, 1, 1)
 # Names that resolve, but to whatever zone each host is configured with.
 _HOST_ZONES = frozenset({"localtime", "posixrules"})
 _UTC_KEYS = frozenset({"UTC", "Etc/UTC"})
-
-
-@dataclass(frozen=True)
-class _Field:
-    name: str
-    bounds: str
-    allowed: str
-
-
-_SECOND = _Field("second", "0-59", "0-59")
-_MINUTE = _Field("minute", "0-59", "0-59")
-_HOUR = _Field("hour", "0-23", "0-23")
-_DOM = _Field("day-of-month", "1-31", "1-31, 'L', 'nW', '?'")
-_MONTH = _Field("month", "1-12", "1-12, JAN-DEC")
-_DOW = _Field("day-of-week", "0-7", "0-7, SUN-SAT, 'n#k', 'Ln', '?'")
-_UNIX_FIELDS = (_MINUTE, _HOUR, _DOM, _MONTH, _DOW)
-_SECONDS_FIELDS = (_SECOND, *_UNIX_FIELDS)
 
 
 def parse_tz(name: str) -> ZoneInfo:
@@ -107,35 +75,64 @@ class CronSchedule:
     Instances are immutable, hashable and safe to share between threads. Each one
     remembers the last pair of consecutive fires it computed, which makes the next poll
     of a moving window cheap; that memo changes no result.
+
+    *dialect* (``'unix'``, ``'spring'``, ``'quartz'`` or ``None``: by field count) may
+    also be written in *expr* as a marker (``'quartz: 0 0 12 ? * 2-6'``); ``expr`` keeps
+    the text without it and :attr:`text` gives it back with it, as stored. An expression
+    whose meaning differs between dialects and has none warns with
+    :class:`~easyjob.errors.CronDialectWarning`.
     """
 
     expr: str
     tz: str = "UTC"
+    dialect: str | None = None
     _zone: ZoneInfo = field(init=False, repr=False, compare=False)
-    _proto: Any = field(init=False, repr=False, compare=False)
+    _calendar: _Calendar = field(init=False, repr=False, compare=False)
     _is_utc: bool = field(init=False, repr=False, compare=False)
     _hint: tuple[datetime, datetime] | None = field(
         default=None, init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
-        text, proto = _compiled(self.expr) if isinstance(self.expr, str) else _compile(self.expr)
+        cacheable = isinstance(self.expr, str) and (
+            self.dialect is None or self.dialect in DIALECTS
+        )
+        compile_ = _compiled if cacheable else _compile
+        parsed, calendar = compile_(self.expr, self.dialect)
         zone = parse_tz(self.tz)
-        object.__setattr__(self, "expr", text)
+        for message in parsed.warnings:
+            warnings.warn(message, CronDialectWarning, stacklevel=3)
+        object.__setattr__(self, "expr", parsed.body)
+        object.__setattr__(self, "dialect", parsed.dialect)
         object.__setattr__(self, "_zone", zone)
-        object.__setattr__(self, "_proto", proto)
+        object.__setattr__(self, "_calendar", calendar)
         object.__setattr__(self, "_is_utc", self.tz in _UTC_KEYS)
 
+    def __repr__(self) -> str:
+        dialect = "" if self.dialect is None else f", dialect={self.dialect!r}"
+        return f"CronSchedule(expr={self.expr!r}, tz={self.tz!r}{dialect})"
+
     @classmethod
-    def parse(cls, expr: str, tz: str = "UTC") -> CronSchedule:
-        """Validate *expr* (stripped) in zone *tz* and return the schedule."""
-        return cls(expr, tz)
+    def parse(cls, expr: str, tz: str = "UTC", dialect: str | None = None) -> CronSchedule:
+        """Validate *expr* (stripped) in zone *tz* and *dialect*; return the schedule."""
+        return cls(expr, tz, dialect)
+
+    @property
+    def text(self) -> str:
+        """The expression as stored: with its dialect marker when one was chosen."""
+        return self.expr if self.dialect is None else f"{self.dialect}: {self.expr}"
+
+    @property
+    def reading(self) -> str:
+        """The dialect the expression is read in (``'unix'``, ``'spring'`` or ``'quartz'``)."""
+        return _compiled(self.text, None)[0].reading
 
     def next_after(self, after: datetime) -> datetime | None:
         """The first fire strictly after *after* (aware, any zone), as aware UTC.
 
-        ``None`` if the schedule never fires again: nothing within croniter's 50-year
-        search horizon, or nothing before the end of ``datetime``'s range.
+        ``None`` if the schedule never fires again: no matching day within 400 years
+        (the Gregorian cycle: then none ever), or nothing before the end of
+        ``datetime``'s range.
         """
         return _next_after(self, _as_utc(after, "after"))
 
@@ -175,21 +172,57 @@ class CronSchedule:
             yield hint[1]
             after = hint[1]
         walk = _walk_utc if self._is_utc else _walk_zone
-        for fire in walk(self._fresh_croniter(), self._zone, after):
+        for fire in walk(self._calendar, self._zone, after):
             # A fact about the schedule, true for every caller: the first fire after
             # `after` is `fire`. The scheduler's next poll window usually starts inside
-            # it, so that poll costs no croniter step. Assignment is atomic.
+            # it, so that poll costs no calendar step. Assignment is atomic.
             object.__setattr__(self, "_hint", (after, fire))
             yield fire
             after = fire
 
-    def _fresh_croniter(self) -> Any:
-        """A private copy of the prototype: croniter objects are stateful."""
-        itr = copy.copy(self._proto)
-        if itr.nth_weekday_of_month:
-            # croniter updates these sets in place; keep copies used by other threads apart.
-            itr.nth_weekday_of_month = {k: set(v) for k, v in itr.nth_weekday_of_month.items()}
-        return itr
+
+class _Calendar:
+    """Naive wall times of one expression: its days (a ``DaySpec``) at its times of day.
+
+    Stateless, so one instance serves every caller and thread. The times of day are found
+    by bisection in the sorted second, minute and hour lists (croniter's own walk would
+    cost several times more per fire for the same answer).
+    """
+
+    __slots__ = ("_days", "_first", "_hours", "_minutes", "_seconds")
+
+    def __init__(self, parsed: Parsed) -> None:
+        self._days = parsed.days
+        self._seconds, self._minutes, self._hours = parsed.seconds, parsed.minutes, parsed.hours
+        self._first = time(self._hours[0], self._minutes[0], self._seconds[0])
+
+    def get_next(self, cursor: datetime) -> datetime:
+        """The first scheduled wall time strictly after *cursor*; ValueError if none."""
+        day = cursor.date()
+        if self._days.matches(day):
+            later = self._later_today(cursor.hour, cursor.minute, cursor.second)
+            if later is not None:
+                return datetime.combine(day, later)
+        following = self._days.next_day(day)
+        if following is None:
+            raise ValueError("no matching day")
+        return datetime.combine(following, self._first)
+
+    def _later_today(self, hour: int, minute: int, second: int) -> time | None:
+        """The first time of day strictly after hour:minute:second (any fraction), or None."""
+        hours, minutes, seconds = self._hours, self._minutes, self._seconds
+        if hour in hours:
+            if minute in minutes:
+                i = bisect_right(seconds, second)
+                if i < len(seconds):
+                    return time(hour, minute, seconds[i])
+            i = bisect_right(minutes, minute)
+            if i < len(minutes):
+                return time(hour, minutes[i], seconds[0])
+        i = bisect_right(hours, hour)
+        if i < len(hours):
+            return time(hours[i], minutes[0], seconds[0])
+        return None
 
 
 @lru_cache(maxsize=1024)
@@ -207,20 +240,20 @@ def _between(
     return schedule._between(start_utc, end_utc, limit)
 
 
-def _walk_utc(itr: Any, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
+def _walk_utc(itr: _Calendar, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
     cursor = after.replace(tzinfo=None)
     while (wall := _step(itr, cursor)) is not None:
         yield wall.replace(tzinfo=UTC)
         cursor = wall
 
 
-def _walk_zone(itr: Any, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
+def _walk_zone(itr: _Calendar, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
     try:
         cursor = _wall_cursor(zone, after)
         last = after
         while (wall := _step(itr, cursor)) is not None:
             fire, cursor = _resolve(zone, wall)
-            if fire > last:
+            if fire is not None and fire > last:
                 yield fire
                 last = fire
     except OverflowError:
@@ -228,19 +261,18 @@ def _walk_zone(itr: Any, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
         return
 
 
-def _step(itr: Any, cursor: datetime) -> datetime | None:
+def _step(itr: _Calendar, cursor: datetime) -> datetime | None:
     """The first scheduled naive wall time strictly after the naive *cursor*, or None."""
     try:
-        wall: datetime = itr.get_next(datetime, start_time=cursor)
+        wall: datetime = itr.get_next(cursor)
     except (ValueError, OverflowError):
-        # CroniterBadDateError (a ValueError): nothing within the search horizon;
-        # ValueError/OverflowError from datetime: the search ran past year 9999.
+        # No matching day within the horizon, or the search ran past year 9999.
         return None
     return wall
 
 
 def _wall_cursor(zone: ZoneInfo, after: datetime) -> datetime:
-    """The naive wall time from which croniter should look for fires after *after*."""
+    """The naive wall time from which the calendar looks for fires after *after*."""
     local = after.astimezone(zone)
     wall = local.replace(tzinfo=None)
     first_offset = local.replace(fold=0).utcoffset()
@@ -255,12 +287,14 @@ def _wall_cursor(zone: ZoneInfo, after: datetime) -> datetime:
     return wall
 
 
-def _resolve(zone: ZoneInfo, wall: datetime) -> tuple[datetime, datetime]:
+def _resolve(zone: ZoneInfo, wall: datetime) -> tuple[datetime | None, datetime]:
     """Map the naive wall time *wall* to its fire instant (UTC) and the next cursor.
 
     An ambiguous wall time takes its first occurrence (``fold=0``). A nonexistent one
     fires at the transition and the cursor skips to the gap's end, so a seconds-level
-    expression does not walk through the whole gap.
+    expression does not walk through the whole gap. A nonexistent one on a local date
+    that the gap removes whole (no moment of it exists) does not fire: the cursor skips
+    to the first moment of the gap end's date.
     """
     fire = wall.replace(tzinfo=zone).astimezone(UTC)
     if fire.astimezone(zone).replace(tzinfo=None) == wall:
@@ -270,7 +304,15 @@ def _resolve(zone: ZoneInfo, wall: datetime) -> tuple[datetime, datetime]:
     early = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
     transition = _transition(zone, early, fire)
     gap_end = transition.astimezone(zone).replace(tzinfo=None)
+    midnight = datetime.combine(wall.date(), time())
+    if wall.date() != gap_end.date() and _gap_start(zone, transition) <= midnight:
+        return None, datetime.combine(gap_end.date(), time()) - _EPS
     return transition, gap_end - _EPS
+
+
+def _gap_start(zone: ZoneInfo, transition: datetime) -> datetime:
+    """The first naive wall time that a gap starting at *transition* (UTC) removes."""
+    return (transition - _SECOND).astimezone(zone).replace(tzinfo=None) + _SECOND
 
 
 def _transition(zone: ZoneInfo, before: datetime, after: datetime) -> datetime:
@@ -298,70 +340,16 @@ def _as_utc(value: datetime, name: str) -> datetime:
 
 
 @lru_cache(maxsize=4096)
-def _compiled(expr: str) -> tuple[str, Any]:
+def _compiled(expr: str, dialect: str | None) -> tuple[Parsed, _Calendar]:
     """:func:`_compile`, remembered: thousands of tasks mostly share a few expressions, and
-    the prototype is only ever copied, never changed."""
-    return _compile(expr)
+    the calendar is stateless."""
+    return _compile(expr, dialect)
 
 
-def _compile(expr: object) -> tuple[str, Any]:
-    """Validate *expr*; return it stripped and a prototype croniter over naive wall time."""
-    if not isinstance(expr, str):
-        raise CronError(
-            f"invalid cron expression {expr!r}: expected a string, got {type(expr).__name__}"
-        )
-    text = expr.strip()
-    if not text:
-        raise CronError(f"invalid cron expression {expr!r}: it is empty")
-    source = text
-    if text.startswith("@"):
-        source = _MACROS.get(text.lower(), "")
-        if not source:
-            raise CronError(
-                f"invalid cron expression {text!r}: unsupported macro "
-                f"(supported: {', '.join(_MACROS)})"
-            )
-    fields = _FIELDS_RE.findall(source)
-    if len(fields) == 7:
-        raise CronError(
-            f"invalid cron expression {text!r}: a 7th (year) field is not supported; {_FORMS}"
-        )
-    if len(fields) not in (5, 6):
-        raise CronError(f"invalid cron expression {text!r}: {_FORMS}, got {len(fields)}")
-    for index in range(len(fields)):
-        _check_field(text, fields, index)
-    seconds_first = len(fields) == 6
-    try:
-        proto = croniter(
-            " ".join(fields), _REFERENCE, ret_type=datetime, second_at_beginning=seconds_first
-        )
-    except CroniterError as err:
-        raise CronError(f"invalid cron expression {text!r}: {err}") from err
-    if _step(copy.copy(proto), _REFERENCE) is None:
+def _compile(expr: object, dialect: object) -> tuple[Parsed, _Calendar]:
+    """Validate *expr*; return its reading and its calendar over naive wall time."""
+    parsed = parse(expr, dialect)
+    text = parsed.body if parsed.dialect is None else f"{parsed.dialect}: {parsed.body}"
+    if parsed.days.next_day(_REFERENCE.date() - timedelta(days=1)) is None:
         raise CronError(f"cron expression {text!r} never fires")
-    return text, proto
-
-
-def _check_field(text: str, fields: list[str], index: int) -> None:
-    """Validate one field alone (croniter's messages do not say which field is bad)."""
-    spec = (_SECONDS_FIELDS if len(fields) == 6 else _UNIX_FIELDS)[index]
-    value = fields[index]
-    prefix = f"invalid cron expression {text!r}: {spec.name} field {value!r}"
-    if _HASHED_RE.fullmatch(value):
-        raise CronError(f"{prefix} is not supported (hashed H and random R values)")
-    probe = ["*"] * len(fields)
-    probe[index] = value
-    try:
-        croniter.expand(" ".join(probe), second_at_beginning=len(fields) == 6)
-    except CroniterError as err:
-        reason = str(err)
-        if "out of range" in reason or "out of bands" in reason:
-            raise CronError(f"{prefix} is out of range ({spec.bounds})") from err
-        if "?" in value and spec not in (_DOM, _DOW):
-            raise CronError(
-                f"{prefix} is not valid ('?' is only allowed in day-of-month and day-of-week)"
-            ) from err
-        raise CronError(
-            f"{prefix} is not valid (use {spec.allowed}, '*', "
-            "ranges 'a-b', steps 'a/n' or '*/n', lists 'a,b')"
-        ) from err
+    return parsed, _Calendar(parsed)

@@ -32,7 +32,12 @@ def _ms(value: timedelta | None) -> int | None:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """A task as the code declares it; upserted into ``easy_job_task`` by name."""
+    """A task as the code declares it; upserted into ``easy_job_task`` by name.
+
+    *cron_dialect* (``'unix'``, ``'spring'``, ``'quartz'``; ``None``: by field count) is
+    stored in ``cron_expr`` as a marker (``'quartz: 0 0 12 ? * 2-6'``), so every node
+    reads the row the same way; see :attr:`cron_text`.
+    """
 
     name: str
     func: str
@@ -47,6 +52,7 @@ class TaskSpec:
     timeout: timedelta | None = None
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     enabled: bool = True
+    cron_dialect: str | None = None
 
     def __post_init__(self) -> None:
         from easyjob.core.cron import CronSchedule, parse_tz
@@ -63,7 +69,7 @@ class TaskSpec:
             if self.parent is None:
                 raise TaskDefinitionError(f"{what}: needs a cron expression or a parent")
         else:
-            CronSchedule.parse(self.cron, self.tz)
+            CronSchedule.parse(self.cron, self.tz, self.cron_dialect)
         object.__setattr__(self, "misfire", _enum(Misfire, self.misfire, what, "misfire"))
         object.__setattr__(self, "overlap", _enum(Overlap, self.overlap, what, "overlap"))
         if not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0:
@@ -84,11 +90,20 @@ class TaskSpec:
             raise TaskDefinitionError(f"{what}: kwargs must be JSON: {err}") from err
         object.__setattr__(self, "kwargs", kwargs)
 
+    @property
+    def cron_text(self) -> str | None:
+        """``cron_expr`` as stored: *cron* itself, or with the *cron_dialect* marker."""
+        if self.cron is None or self.cron_dialect is None:
+            return self.cron
+        from easyjob.core.cron import CronSchedule
+
+        return CronSchedule.parse(self.cron, self.tz, self.cron_dialect).text
+
     def columns(self) -> dict[str, Any]:
         """The ``easy_job_task`` columns this definition sets (not ``pid``: resolved by name)."""
         return {
             "func": self.func,
-            "cron_expr": self.cron,
+            "cron_expr": self.cron_text,
             "tz": self.tz,
             "misfire": str(self.misfire),
             "misfire_grace_ms": _ms(self.misfire_grace),

@@ -101,7 +101,7 @@ class TaskStore:
     @staticmethod
     def _new_row(spec: TaskSpec, now: datetime, first: _FirstFires) -> dict[str, Any]:
         status = TaskStatus.ACTIVE if spec.enabled else TaskStatus.PAUSED
-        next_time = first(spec.cron, spec.tz)
+        next_time = first(spec.cron_text, spec.tz)
         if spec.cron is not None and next_time is None:
             status = TaskStatus.FINISHED
         return {
@@ -134,7 +134,7 @@ class TaskStore:
         if not spec.enabled and row.status == TaskStatus.ACTIVE:
             changes["status"] = str(TaskStatus.PAUSED)
         if "cron_expr" in changes or "tz" in changes:
-            next_time = _first_fire(spec.cron, spec.tz, now)
+            next_time = _first_fire(spec.cron_text, spec.tz, now)
             changes["next_start_time"] = next_time
             if spec.cron is not None and next_time is None:
                 changes["status"] = str(TaskStatus.FINISHED)
