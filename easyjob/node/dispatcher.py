@@ -10,7 +10,8 @@ worker threads only ever hold running jobs. Each round of the thread (:meth:`ste
    worker, counted as *stuck*, until the function returns;
 3. starts the runs whose time has come, in one version-checked batch, after the misfire
    policy: a run later than its task's grace is MISSED under ``skip``, and under
-   ``fire_once`` when a later fire of its task waits here too; ``catch_up`` runs all;
+   ``fire_once`` when a later fire of its task, late too, waits here (the latest late
+   fire runs once); ``catch_up`` runs all;
 4. hands back (version-checked release) runs that are due but found no free worker
    within the node's overdue grace, so that another node may take them.
 
@@ -286,8 +287,9 @@ class Dispatcher:
         if late <= grace or run.misfire == Misfire.CATCH_UP:
             return None
         if run.misfire == Misfire.FIRE_ONCE:
+            late_before = now - timedelta(milliseconds=run.misfire_grace_ms)
             with self._lock:
-                if not self._table.later_waiting(run):
+                if not self._table.later_late_waiting(run, late_before):
                     return None
         return RunStatus.MISSED, (
             f"missed: would have started {late:.1f}s late, past its misfire grace of "

@@ -181,11 +181,12 @@ class Timetable:
             heapq.heappush(self._heap, entry)
         return out
 
-    def later_waiting(self, run: Run) -> bool:
-        """Whether a later fire of *run*'s task waits here (a late ``fire_once`` run then
-        makes way for it)."""
+    def later_late_waiting(self, run: Run, late_before: datetime) -> bool:
+        """Whether a later fire of *run*'s task, also due before *late_before*, waits here
+        (a late ``fire_once`` run then makes way for it: the latest late one runs once)."""
         return any(
-            r.task_id == run.task_id and r.fire_time > run.fire_time for r in self._waiting.values()
+            r.task_id == run.task_id and r.fire_time > run.fire_time and r.due_time < late_before
+            for r in self._waiting.values()
         )
 
     def started(self, run: Run, at: float) -> None:

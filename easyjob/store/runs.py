@@ -134,8 +134,8 @@ class RunStore:
     def miss_late(self, cutoffs: Mapping[int, tuple[Misfire, datetime]]) -> int:
         """Apply the misfire policy to PENDING runs, per task id ``-> (policy, late
         before)``: under ``skip`` every PENDING run due before that time becomes MISSED;
-        under ``fire_once`` too, except the task's latest PENDING run, which stays to run
-        once. Returns how many were marked. One statement per policy, by the index on
+        under ``fire_once`` too, except the latest of them, which stays to run once, now.
+        Returns how many were marked. One statement per policy, by the index on
         (task_id, status); a run claimed meanwhile is not PENDING and is left alone."""
         cutoffs = {k: v for k, v in cutoffs.items() if v[0] != Misfire.CATCH_UP}
         if not cutoffs:
@@ -147,11 +147,15 @@ class RunStore:
             if once:
                 latest = (
                     sa.select(d.c.task_id, sa.func.max(d.c.due_time))
-                    .where(d.c.task_id.in_(once), d.c.status == str(RunStatus.PENDING))
+                    .where(
+                        d.c.task_id.in_(once),
+                        d.c.status == str(RunStatus.PENDING),
+                        d.c.due_time < per_key(d.c.task_id, before, d.c.due_time.type),
+                    )
                     .group_by(d.c.task_id)
                 )
                 for task, due in conn.execute(latest):
-                    before[task] = min(before[task], utc(due))
+                    before[task] = utc(due)  # the latest late run stays, to run once
             reason = "missed: not started within its misfire grace (policy {})"
             marked = 0
             for policy in (Misfire.FIRE_ONCE, Misfire.SKIP):

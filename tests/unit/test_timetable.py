@@ -72,11 +72,12 @@ def test_an_exclusive_task_starts_one_run_at_a_time_in_fire_order() -> None:
     assert table.pop_due(at(11)) == [third]
 
 
-def test_later_waiting_tells_whether_a_later_fire_of_the_task_is_held() -> None:
+def test_later_late_waiting_tells_whether_a_later_late_fire_of_the_task_is_held() -> None:
     table = Timetable(workers=1)
-    early, late = run(4, 1, Overlap.SERIAL), run(4, 2, Overlap.SERIAL)
-    table.add([early, late], T0)
-    assert table.later_waiting(early) and not table.later_waiting(late)
+    early, late, on_time = (run(4, s, Overlap.SERIAL) for s in (1, 2, 9))
+    table.add([early, late, on_time], T0)
+    assert table.later_late_waiting(early, at(5))
+    assert not table.later_late_waiting(late, at(5))  # the on-time fire is not late
 
 
 def test_due_runs_without_a_worker_past_the_grace_are_handed_back() -> None:
