@@ -37,7 +37,8 @@ class NodeConfig:
     strategy: str = "default"
     claim_mode: str = "optimistic"
     weight: int = 1
-    workers: int = 8
+    #: jobs running at once; waiting runs take no worker (64: see docs/performance.md)
+    workers: int = 64
     heartbeat: float = 2.0
     dead_after: int = 3
     poll: float = 1.0
