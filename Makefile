@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || ! command -v sudo >/dev/null 2>&1 || echo sudo)
 APT_GET := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: venv deps test chaos lint typecheck run sql clean
+.PHONY: venv deps test test-fast chaos lint typecheck run sql clean
 
 venv: $(VENV)/.stamp
 
@@ -46,6 +46,11 @@ deps:
 
 test: venv deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The inner loop: pure units, in-process nodes on a fake clock, and the store on SQLite;
+# no server, no node process.
+test-fast: venv
+	$(BIN)/python -m pytest -q tests/unit tests/node tests/store -k "not postgresql and not mariadb" $(PYTEST_ARGS)
 
 # The whole reliability suite (docs/reliability.md); `make test` runs only its fast tier.
 # With EASYJOB_CHAOS_REPORT=results.jsonl each scenario appends its report there.
