@@ -120,10 +120,12 @@ class Cluster:
         *,
         db_url: str | None = None,
         env: Mapping[str, str] | None = None,
+        fast: bool = True,
     ) -> NodeProcess:
         """Start a node; *db_url* (default: the cluster's) lets one node reach the database
-        another way (through its own proxy), *env* adds to this node's environment."""
-        settings = {**FAST, **options}
+        another way (through its own proxy), *env* adds to this node's environment. With
+        *fast* False the node runs at default settings, plus *options*."""
+        settings = {**(FAST if fast else {}), **options}
         argv = [
             sys.executable,
             "-m",

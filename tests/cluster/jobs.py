@@ -34,10 +34,20 @@ def tick(ctx: TaskContext, n: int) -> None:
     record(ctx)
 
 
-# EASYJOB_TEST_TICK_CRON: the ticks' schedule (a rolling deploy changes it)
+# EASYJOB_TEST_TICK_CRON: the ticks' schedule (a rolling deploy changes it);
+# EASYJOB_TEST_TICK_GRACE: their misfire grace in seconds (default 60)
 for _i in range(int(os.environ.get("EASYJOB_TEST_TICKS", "0"))):
     cron = os.environ.get("EASYJOB_TEST_TICK_CRON", "* * * * * *")
-    scheduled(cron, name=f"tick-{_i}", kwargs={"n": _i})(tick)
+    grace = float(os.environ.get("EASYJOB_TEST_TICK_GRACE", "60"))
+    scheduled(cron, name=f"tick-{_i}", kwargs={"n": _i}, misfire_grace=grace)(tick)
+
+
+if os.environ.get("EASYJOB_TEST_SLOW_TICK"):  # every second, takes 2.5 s (overlap serial)
+
+    @scheduled("* * * * * *", name="slow_tick")
+    def slow_tick(ctx: TaskContext) -> None:
+        record(ctx, "started")
+        time.sleep(2.5)
 
 
 @scheduled("0 0 1 1 *", name="slow")  # in practice fired by the tests with a manual trigger

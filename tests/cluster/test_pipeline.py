@@ -1,0 +1,126 @@
+"""The run pipeline with real node processes: a slow serial task beside a quick one at
+default settings, a cluster back from an outage, and a pause with runs claimed ahead."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from easyjob.core.states import RunStatus, TaskStatus
+from easyjob.store.schema import task_detail_table as d
+from easyjob.store.schema import task_table as t
+from tests.cluster.harness import Cluster, duplicates, wait_until
+
+pytestmark = pytest.mark.cluster
+
+
+def test_a_slow_serial_task_does_not_starve_a_quick_one_at_default_settings(
+    db_url: str, tmp_path: Path
+) -> None:
+    if not db_url.startswith("sqlite"):
+        pytest.skip("one node's pipeline: the database does not matter here")
+    with Cluster(db_url, tmp_path, ticks=1, env={"EASYJOB_TEST_SLOW_TICK": "1"}) as cluster:
+        cluster.start_with("node-0", {}, fast=False)  # default settings, no flag
+        cluster.wait_live()
+        begin = cluster.store.db.now().replace(microsecond=0) + timedelta(seconds=2)
+        end = begin + timedelta(seconds=39)
+        wait_until(
+            "40 s of fires",
+            lambda: cluster.store.db.now() > end + timedelta(seconds=3),
+            60,
+        )
+        cluster.stop_all()
+        quick = [e for e in cluster.ledger() if e.task == "tick-0" and begin <= e.fire_time <= end]
+        assert sorted({e.fire_time for e in quick}) == [
+            begin + timedelta(seconds=i) for i in range(40)
+        ], "the quick task ran every fire"
+        assert not duplicates((e.task, e.fire_time) for e in quick)
+        late = sorted(e.at - e.fire_time.timestamp() for e in quick)
+        assert late[int(len(late) * 0.99) - 1] < 1.0, late[-5:]
+        slow = sorted(e.fire_time for e in cluster.ledger() if e.task == "slow_tick")
+        assert slow == sorted(set(slow)) and len(slow) >= 14  # one at a time, every 2.5 s
+        starts = [e.at for e in cluster.ledger() if e.task == "slow_tick"]
+        assert starts == sorted(starts), "serial fires start in fire order"
+
+
+def test_a_cluster_back_from_five_minutes_down_runs_each_fire_once_task_once(
+    db_url: str, tmp_path: Path
+) -> None:
+    env = {"EASYJOB_TEST_TICK_GRACE": "1"}
+    with Cluster(db_url, tmp_path, ticks=3, env=env) as cluster:
+        for i in range(2):
+            cluster.start(f"node-{i}")
+        cluster.wait_live()
+        wait_until("a few fires", lambda: len(cluster.ledger()) >= 6, 20)
+        cluster.stop_all()
+        # The outage: every clock moves on 5 minutes; here the rows move back instead.
+        shift = timedelta(minutes=5)
+
+        def back(conn: sa.Connection) -> None:
+            for table, columns in ((t, ("next_start_time",)), (d, ("fire_time", "due_time"))):
+                rows = conn.execute(sa.select(table.c.id, *(table.c[c] for c in columns)))
+                for row in rows.all():
+                    if any(v is None for v in row[1:]):
+                        continue
+                    values = {c: v - shift for c, v in zip(columns, row[1:], strict=True)}
+                    if table is d:
+                        stmt = table.update().where(
+                            table.c.id == row.id, table.c.status == "PENDING"
+                        )
+                    else:
+                        stmt = table.update().where(table.c.id == row.id)
+                    conn.execute(stmt.values(**values))
+
+        cluster.store.db.write("outage", back)
+        returned = cluster.store.db.now()
+        for i in range(2):
+            cluster.start(f"node-{i}-after")
+        cluster.wait_live("node-0-after", "node-1-after")
+        wait_until(
+            "every task's fires after the return",
+            lambda: all(
+                any(e.task == f"tick-{i}" and e.fire_time > returned for e in cluster.ledger())
+                for i in range(3)
+            ),
+            20,
+        )
+        cluster.stop_all()
+        after = [r for r in cluster.runs() if r.start_time is not None and r.start_time > returned]
+        back_at = min(r.start_time for r in after if r.start_time is not None)
+        late_before = back_at - timedelta(seconds=1)  # the ticks' misfire grace
+        for i in range(3):
+            runs = sorted(cluster.runs(f"tick-{i}"), key=lambda r: r.fire_time)
+            gap = [r for r in runs if returned - shift < r.fire_time < late_before]
+            ran = [r for r in gap if r.status == RunStatus.SUCCESS and r.create_time > returned]
+            assert len(ran) == 1, [(r.fire_time, r.status, r.create_time) for r in runs]
+            missed = [r for r in gap if r.status == RunStatus.MISSED]
+            assert missed and sum(r.missed_count or 1 for r in missed) >= 250
+            assert len(missed) <= 4, "a gap costs O(1) rows"
+        assert not duplicates((e.task, e.fire_time) for e in cluster.ledger())
+
+
+def test_a_pause_stops_runs_claimed_ahead(db_url: str, tmp_path: Path) -> None:
+    with Cluster(db_url, tmp_path, ticks=1) as cluster:
+        cluster.start("node-0", lookahead="5", **{"overdue-grace": "1"})
+        cluster.wait_live()
+
+        def claimed() -> list[object]:
+            return [r for r in cluster.runs("tick-0") if r.status == RunStatus.CLAIMED]
+
+        held = wait_until("a run claimed ahead", claimed, 20)  # serial: one waits at a time
+        cluster.store.tasks.set_status("tick-0", TaskStatus.PAUSED)
+        paused = cluster.store.db.now()
+        last = max(r.fire_time for r in held) + timedelta(seconds=1)
+        wait_until(
+            "the claimed runs' fire times to pass", lambda: cluster.store.db.now() > last, 10
+        )
+        cluster.stop_all()
+        runs = cluster.runs("tick-0")
+        assert not [r for r in runs if r.start_time is not None and r.start_time > paused]
+        skipped = [r for r in runs if r.status == RunStatus.SKIPPED]
+        assert len(skipped) >= 1
+        assert {r.error_msg for r in skipped} == {"task paused before it started"}
+        assert not [e for e in cluster.ledger() if e.fire_time > paused]
