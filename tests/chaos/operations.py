@@ -68,6 +68,8 @@ def poison(outcome: PoisonOutcome, backoff_s: float = 0.0, task: str = "poison")
         handled: set[int] = set()
 
         def ended() -> HistoryRow | None:
+            # read before the ledger: every job that began before the run ended is then seen
+            failed = play.store.history.runs(task=task, status=RunStatus.FAILED)
             for ex in play.executions():
                 if ex.task != task or ex.run_id in handled:
                     continue
@@ -81,7 +83,6 @@ def poison(outcome: PoisonOutcome, backoff_s: float = 0.0, task: str = "poison")
                 time.sleep(backoff_s)
                 play.start(ex.node)
                 play.wait_live(ex.node)
-            failed = play.store.history.runs(task=task, status=RunStatus.FAILED)
             return failed[0] if failed else None
 
         outcome.failed = wait_until(f"the {task} run to end FAILED", ended, 3 * play.deadline())
