@@ -3,8 +3,9 @@
 The checker reads it to decide which duplicates the contract allows and to measure
 failover. Kinds the checker knows:
 
-- ``kill9`` (a crash: the node's state is lost) and ``sigterm2`` (a second SIGTERM: the node
-  exits at once, abandoning its running jobs) let peers take over what the node held;
+- ``kill9`` (a crash: the node's state is lost), ``crash`` (the node's process died by
+  itself, e.g. a job called ``os._exit``) and ``sigterm2`` (a second SIGTERM: the node exits
+  at once, abandoning its running jobs) let peers take over what the node held;
 - ``sigstop`` and ``partition`` (the node is cut off, then comes back) let peers take over
   only when they last longer than the dead threshold;
 - every other kind (``sigterm``, database faults, ...) never allows a duplicate or a takeover.
@@ -18,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 __all__ = ["CRASH_KINDS", "PAUSE_KINDS", "Fault", "FaultLog"]
 
-CRASH_KINDS = frozenset({"kill9", "sigterm2"})
+CRASH_KINDS = frozenset({"kill9", "crash", "sigterm2"})
 PAUSE_KINDS = frozenset({"sigstop", "partition"})
 
 

@@ -4,6 +4,8 @@ Every call appends to the ledger (``EASYJOB_CHAOS_LEDGER``) outside the database
 format of :mod:`tests.chaos.ledger`.
 
 - ``EASYJOB_CHAOS_TICKS``: how many every-second tasks ``tick-0`` ... (default 0).
+- ``EASYJOB_CHAOS_TICK_CRON``: the ticks' cron text (default ``* * * * * *``); a rolling
+  deploy changes it to another text of the same fires.
 - ``EASYJOB_CHAOS_SLOW_SECONDS``: how long the manual-only ``slow`` task runs (default 2).
 - ``EASYJOB_CHAOS_CHAIN_CRON``: schedule of ``chain_a`` (children ``chain_b`` -> ``chain_d``
   and ``chain_c``); by default it never fires by itself.
@@ -11,6 +13,8 @@ format of :mod:`tests.chaos.ledger`.
   ``late-catch_up``, every second, with that misfire grace (seconds) and that policy.
 - ``EASYJOB_CHAOS_DST``: when set, tasks in Europe/Berlin around its DST transitions.
 - ``oneoff``: manual only, instant; scenarios insert its runs with a due time.
+- ``poison``: manual only, ``retries=0``; kills its process (``os._exit(1)``), as a segfault
+  or an OOM kill would.
 """
 
 from __future__ import annotations
@@ -43,8 +47,9 @@ def spend(ctx: TaskContext, seconds: float) -> None:
     record(ctx, "finished")
 
 
+_tick_cron = os.environ.get("EASYJOB_CHAOS_TICK_CRON", TICK_CRON)
 for _i in range(int(os.environ.get("EASYJOB_CHAOS_TICKS", "0"))):
-    scheduled(TICK_CRON, name=f"tick-{_i}", kwargs={"n": _i})(tick)
+    scheduled(_tick_cron, name=f"tick-{_i}", kwargs={"n": _i})(tick)
 
 
 @scheduled(NEVER, name="slow")
@@ -55,6 +60,12 @@ def slow(ctx: TaskContext) -> None:
 @scheduled(NEVER, name="oneoff")
 def oneoff(ctx: TaskContext) -> None:
     record(ctx)
+
+
+@scheduled(NEVER, name="poison", retries=0)
+def poison(ctx: TaskContext) -> None:
+    record(ctx, "started")
+    os._exit(1)
 
 
 @scheduled(os.environ.get("EASYJOB_CHAOS_CHAIN_CRON", NEVER), name="chain_a")

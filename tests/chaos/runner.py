@@ -168,13 +168,14 @@ class Play:
 
     # -- nodes -------------------------------------------------------------------------------
 
-    def start(self, node_id: str) -> NodeProcess:
+    def start(self, node_id: str, env: dict[str, str] | None = None) -> NodeProcess:
+        """Start a (new incarnation of) node *node_id*, with *env* added to the play's."""
         count = sum(1 for p, _ in self.incarnations if p.node_id == node_id)
         options = self.scenario.node_options.get(node_id, {})
         argv = [sys.executable, "-m", "easyjob", "run", JOBS, "--db", self.db_url]
         argv += ["--node-id", node_id, *self.settings.argv(**options)]
         log = self.workdir / f"{node_id}.{count}.log"
-        node = NodeProcess(node_id, argv, self.env, log)
+        node = NodeProcess(node_id, argv, {**self.env, **(env or {})}, log)
         self.nodes[node_id] = node
         self.incarnations.append((node, False))
         return node

@@ -97,7 +97,8 @@ def test_a_duplicate_without_a_fault_is_a_violation() -> None:
     assert broken.startswith("duplicates without a crash or long pause behind them: 1")
 
 
-def test_a_rerun_after_a_kill_9_of_the_holder_is_allowed() -> None:
+@pytest.mark.parametrize("kind", ["kill9", "crash"])  # crash: the job killed its process
+def test_a_rerun_after_a_crash_of_the_holder_is_allowed(kind: str) -> None:
     killed_at = FIRES[1].timestamp() + 0.05
     rerun = [*CLEAN, ex(FIRES[1], "b", 9, attempt=2, delay=1.5)]
     runs = [
@@ -107,7 +108,7 @@ def test_a_rerun_after_a_kill_9_of_the_holder_is_allowed() -> None:
         row(3, FIRES[2], "a"),
     ]
     runs[2] = HistoryRow(**{**runs[2].__dict__, "create_time": FIRES[1] + timedelta(seconds=1.4)})
-    report = build(observe(rerun, runs, [Fault("kill9", "a", killed_at, killed_at)]))
+    report = build(observe(rerun, runs, [Fault(kind, "a", killed_at, killed_at)]))
     assert (report.duplicated, report.duplicated_allowed) == (1, 1)
     assert report.max_failover_s == pytest.approx(1.45, abs=0.01)
     assert check(report) == []
