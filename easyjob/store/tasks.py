@@ -6,7 +6,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -134,7 +134,13 @@ class TaskStore:
         if not spec.enabled and row.status == TaskStatus.ACTIVE:
             changes["status"] = str(TaskStatus.PAUSED)
         if "cron_expr" in changes or "tz" in changes:
-            next_time = _first_fire(spec.cron_text, spec.tz, now)
+            # A fire already due but not written yet is not skipped: the new schedule
+            # starts from the row's next_start_time when that has passed (a changed cron
+            # during a rolling deploy, or the same fires written another way).
+            since = now
+            if row.next_start_time is not None and row.next_start_time <= now:
+                since = row.next_start_time - timedelta(microseconds=1)
+            next_time = _first_fire(spec.cron_text, spec.tz, since)
             changes["next_start_time"] = next_time
             if spec.cron is not None and next_time is None:
                 changes["status"] = str(TaskStatus.FINISHED)

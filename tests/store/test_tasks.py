@@ -265,3 +265,13 @@ def test_upsert_in_chunks_finds_parents_given_after_their_children(
     assert by_name["grandchild"].pid == by_name["child"].id
     again = store.tasks.upsert(specs)  # the same specs again: nothing changes
     assert [(r.id, r.version, r.pid) for r in again] == [(r.id, r.version, r.pid) for r in rows]
+
+
+def test_a_changed_cron_keeps_a_due_fire_that_was_not_written_yet(store: Store) -> None:
+    (task,) = store.tasks.upsert([TaskSpec(name="t", func="m:f", cron="* * * * * *")])
+    due = store.db.now().replace(microsecond=0) - timedelta(seconds=1)
+    store.db.write(
+        "due", lambda conn: conn.execute(t.update().values(next_start_time=due))
+    )  # a fire due, not yet written by any loader
+    (changed,) = store.tasks.upsert([TaskSpec(name="t", func="m:f", cron="*/1 * * * * ?")])
+    assert changed.cron_expr == "*/1 * * * * ?" and changed.next_start_time == due
