@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
-from easyjob.core.records import ORIGIN_RUNTIME, Advance, TaskRow, TaskSpec
+from easyjob.core.records import Advance, TaskRow, TaskSpec
 from easyjob.core.schedule import build_schedule
 from easyjob.core.states import RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
