@@ -153,7 +153,7 @@ class TaskStore:
             merged = {name: changes.get(name, getattr(row, name)) for name in _SCHEDULE}
             if merged["every_ms"] is not None:
                 merged["anchor_time"] = changes["anchor_time"] = now
-            next_time = _first_fire(merged, now)
+            next_time = first_fire(merged, now)
             changes["next_start_time"] = next_time
             scheduled = merged["cron_expr"] is not None or merged["every_ms"] is not None
             if scheduled and next_time is None:
@@ -216,7 +216,7 @@ class TaskStore:
             now = conn.scalar(sa.select(db_now()))
             values: dict[str, Any] = {"status": str(status), "update_time": now}
             if status == TaskStatus.ACTIVE:
-                values["next_start_time"] = _first_fire(dict(row._mapping), now)
+                values["next_start_time"] = first_fire(dict(row._mapping), now)
             conn.execute(
                 t.update().where(t.c.name == name).values(**values, version=t.c.version + 1)
             )
@@ -510,11 +510,11 @@ class _FirstFires:
     def __call__(self, columns: Mapping[str, Any]) -> datetime | None:
         key = tuple(columns.get(name) for name in _SCHEDULE_ROW)
         if key not in self._seen:
-            self._seen[key] = _first_fire(columns, self._now)
+            self._seen[key] = first_fire(columns, self._now)
         return self._seen[key]
 
 
-def _first_fire(columns: Mapping[str, Any], now: datetime) -> datetime | None:
+def first_fire(columns: Mapping[str, Any], now: datetime) -> datetime | None:
     """The first fire after *now* of the schedule in *columns* (task column names)."""
     schedule = build_schedule(
         columns["cron_expr"],
