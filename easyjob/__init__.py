@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from easyjob.clock import Clock, FakeClock, SystemClock
 from easyjob.context import TaskContext
+from easyjob.control import add_schedule, remove_schedule, set_schedule, trigger
 from easyjob.core.config import NodeConfig
 from easyjob.core.states import Misfire, Overlap
-from easyjob.decorator import scheduled
+from easyjob.decorator import runnable, scheduled
 from easyjob.errors import (
     ConfigError,
     CronError,
@@ -51,5 +52,10 @@ __all__ = [
     "UnknownStrategyError",
     "UnknownTimeZoneError",
     "__version__",
+    "add_schedule",
+    "remove_schedule",
+    "runnable",
     "scheduled",
+    "set_schedule",
+    "trigger",
 ]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from datetime import timedelta
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from easyjob.core.cron import CronSchedule
@@ -13,7 +13,7 @@ from easyjob.core.states import Misfire, Overlap
 from easyjob.errors import ConfigError, TaskDefinitionError
 from easyjob.registry import Registry, default_registry, func_path
 
-__all__ = ["scheduled"]
+__all__ = ["runnable", "scheduled"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("easyjob")
@@ -36,8 +36,20 @@ def scheduled(
     kwargs: Mapping[str, Any] | None = None,
     enabled: bool = True,
     registry: Registry | None = None,
+    every: timedelta | str | float | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    max_runs: int | None = None,
+    accepts: Sequence[str] = (),
 ) -> Callable[[F], F]:
-    """Mark a function as a task that runs on *cron* and/or after each success of *parent*.
+    """Mark a function as a task that runs on *cron*, every *every*, after each success of
+    *parent*, or, with none of them, only when triggered (``easyjob trigger``).
+
+    *every* is an interval (a timedelta, seconds, or text like ``"45s"``, ``"1h30m"``),
+    anchored at registration (first fire one interval later) or at *start*. *start* and
+    *end* (aware datetimes) bound the fires; after *max_runs* fires the task is FINISHED.
+    *accepts* names the arguments a trigger may pass (merged over *kwargs*); a trigger
+    passing any other is refused.
 
     The function takes no argument, or one :class:`~easyjob.TaskContext`; *kwargs* (JSON) are
     passed to it as keyword arguments. The task name defaults to ``module.qualname``. A
@@ -76,6 +88,11 @@ def scheduled(
                 timeout=None if timeout is None else _seconds(timeout, "timeout"),
                 kwargs=dict(kwargs or {}),
                 enabled=enabled,
+                every=every,  # type: ignore[arg-type]
+                start=start,
+                end=end,
+                max_runs=max_runs,
+                accepts=(accepts,) if isinstance(accepts, str) else tuple(accepts),
             )
             (registry if registry is not None else default_registry).add(fn, spec, parent)
         except ConfigError as err:
@@ -83,6 +100,29 @@ def scheduled(
         return fn
 
     return decorate
+
+
+def runnable(
+    fn: F | None = None, *, accepts: Sequence[str] = (), registry: Registry | None = None
+) -> F | Callable[[F], F]:
+    """Allow schedules added at run time (``easyjob schedule add NAME --func PATH``) to call
+    this function on the nodes whose code imports it, passing only the trigger arguments
+    in *accepts*. Without it, a node runs no schedule its own code did not declare: write
+    access to the tables is not code execution. ``@runnable`` or ``@runnable(accepts=[...])``.
+    """
+
+    def decorate(fn: F) -> F:
+        path = func_path(fn)
+        if "<locals>" in path:
+            raise TaskDefinitionError(f"@runnable on {path}: must be a module-level function")
+        names = (accepts,) if isinstance(accepts, str) else tuple(accepts)
+        try:
+            (registry if registry is not None else default_registry).allow(fn, names)
+        except ConfigError as err:
+            raise type(err)(f"@runnable on {path}: {err}") from err
+        return fn
+
+    return decorate(fn) if fn is not None else decorate
 
 
 def _seconds(value: Seconds, name: str) -> timedelta:

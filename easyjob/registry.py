@@ -36,6 +36,18 @@ class Registry:
     def __init__(self) -> None:
         self._tasks: dict[str, Registered] = {}
         self._parents: dict[str, str | Callable[..., Any]] = {}
+        self._runnable: dict[str, Registered] = {}
+
+    def allow(self, fn: Callable[..., Any], accepts: tuple[str, ...] = ()) -> None:
+        """Let schedules added at run time (``easyjob schedule add``) call *fn*, passing
+        only the trigger arguments in *accepts*. See ``@runnable``."""
+        path = func_path(fn)
+        spec = TaskSpec(name=path, func=path, accepts=accepts)
+        self._runnable[path] = Registered(spec, fn, _takes_context(fn, spec))
+
+    def runnable(self) -> dict[str, Registered]:
+        """The functions schedules added at run time may call, by import path."""
+        return dict(self._runnable)
 
     def add(
         self, fn: Callable[..., Any], spec: TaskSpec, parent: str | Callable[..., Any] | None = None
@@ -64,6 +76,7 @@ class Registry:
     def clear(self) -> None:
         self._tasks.clear()
         self._parents.clear()
+        self._runnable.clear()
 
     def resolved(self) -> list[TaskSpec]:
         """Every spec with its parent resolved to a task name, parents before children.
@@ -127,14 +140,16 @@ def _takes_context(fn: Callable[..., Any], spec: TaskSpec) -> bool:
         for p in signature.parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in spec.kwargs
     ]
+    positional = [p for p in positional if p.name not in spec.accepts]
     takes_context = bool(positional)
     args: list[Any] = [None] if takes_context else []
     try:
-        signature.bind(*args, **spec.kwargs)
+        signature.bind(*args, **{**spec.kwargs, **dict.fromkeys(spec.accepts)})
     except TypeError as err:
+        given = sorted({*spec.kwargs, *spec.accepts})
         raise TaskDefinitionError(
             f"task {spec.name!r}: {spec.func} must take no argument or one context argument, "
-            f"plus its kwargs {sorted(spec.kwargs)}: {err}"
+            f"plus its kwargs and accepted trigger arguments {given}: {err}"
         ) from err
     return takes_context
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from easyjob.cli import views
+from easyjob.cli import control, views
 from easyjob.cli.output import Column, dumps, duration, iso, table
 from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
 from easyjob.errors import ConfigError
@@ -25,8 +25,6 @@ from easyjob.store import Store
 __all__ = ["COMMANDS"]
 
 EXIT_OK = 0
-#: ``trigger``: the run was created, but no live node registered the task (see cli/__init__).
-EXIT_NOT_RUNNABLE = 5
 
 
 @contextmanager
@@ -134,7 +132,7 @@ def _section(title: str, rows: list[views.Row], columns: tuple[Column, ...]) -> 
     return f"{title}\n{table(rows, columns)}"
 
 
-def _code_since(store: Store) -> datetime | None:
+def code_since(store: Store) -> datetime | None:
     """The start of the oldest live node (RUNNING, heartbeat younger than
     :data:`views.GONE_AFTER_S`), or None when no node is live: a task whose ``seen_time`` is
     older was registered by no live node's code."""
@@ -150,7 +148,7 @@ def _code_since(store: Store) -> datetime | None:
 def tasks(args: argparse.Namespace) -> int:
     with existing_store(args.db) as store:
         db_now, backlog = store.history.backlog()
-        rows = views.task_rows(store.tasks.all(), db_now, backlog, _code_since(store))
+        rows = views.task_rows(store.tasks.all(), db_now, backlog, code_since(store))
     document = {"db_time": db_now, "tasks": rows}
     return _show(args, document, lambda: table(rows, views.TASK_COLUMNS, empty="no tasks"))
 
@@ -171,22 +169,6 @@ def history(args: argparse.Namespace) -> int:
         rows = views.run_rows(store.history.runs(task=args.task, status=status, limit=args.limit))
     document = {"runs": rows}
     return _show(args, document, lambda: table(rows, views.RUN_COLUMNS, empty="no runs"))
-
-
-def trigger(args: argparse.Namespace) -> int:
-    with existing_store(args.db) as store:
-        run_id = store.tasks.trigger(args.name)
-        since = _code_since(store)
-        runnable = since is not None and store.tasks.get(args.name).seen_time >= since
-    document = {"task": args.name, "run_id": run_id, "runnable": runnable}
-    _show(args, document, lambda: f"triggered {args.name}: run {run_id}")
-    if runnable:
-        return EXIT_OK
-    sys.stderr.write(
-        f"easyjob: warning: no live node registered task {args.name!r}: run {run_id} waits "
-        "PENDING until a node whose code declares it starts (see `easyjob tasks`, in_code)\n"
-    )
-    return EXIT_NOT_RUNNABLE
 
 
 def _set_status(status: TaskStatus) -> Callable[[argparse.Namespace], int]:
@@ -328,7 +310,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tasks": tasks,
     "nodes": nodes,
     "history": history,
-    "trigger": trigger,
+    "trigger": control.trigger,
+    "schedule": control.schedule,
     "pause": _set_status(TaskStatus.PAUSED),
     "resume": _set_status(TaskStatus.ACTIVE),
     "prune": prune,

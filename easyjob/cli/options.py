@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from easyjob.cli.control import add_schedule_parser, add_trigger_parser
 from easyjob.core.states import RunStatus
 from easyjob.errors import ConfigError
 from easyjob.logs import LEVELS, LOG_FORMATS
@@ -447,8 +448,9 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         help="at most N runs",
     )
 
+    add_trigger_parser(sub, _command, option)
+    add_schedule_parser(sub, _command, option, positive_int)
     for name, what in (
-        ("trigger", "fire a task now, once (any node may take it); prints the run id"),
         ("pause", "stop making and starting fires of a task"),
         ("resume", "make fires of a paused task again"),
     ):

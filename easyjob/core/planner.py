@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from easyjob.core.cron import CronSchedule
 from easyjob.core.records import Advance, PlannedFire, TaskRow
+from easyjob.core.schedule import Schedule
 from easyjob.core.states import Misfire, RunStatus
 
 __all__ = ["plan_advance"]
@@ -32,10 +32,36 @@ _EPS = timedelta(microseconds=1)
 
 
 def plan_advance(
-    task: TaskRow, schedule: CronSchedule, now: datetime, horizon: datetime, *, cap: int = 5000
+    task: TaskRow, schedule: Schedule, now: datetime, horizon: datetime, *, cap: int = 5000
 ) -> tuple[Advance, bool]:
     """The advance of *task* at database time *now* up to *horizon*, and whether fires beyond
-    *cap* remain (the caller should plan again soon rather than wait for its next poll)."""
+    *cap* remain (the caller should plan again soon rather than wait for its next poll).
+
+    A task with ``max_runs`` gets at most that many fires to run (PENDING rows, counted in
+    its ``fire_count``) in all: the advance that writes the last one finishes the task."""
+    advance, more = _plan(task, schedule, now, horizon, cap)
+    if task.max_runs is None:
+        return advance, more
+    return _bounded(advance, task.max_runs - task.fire_count), more
+
+
+def _bounded(advance: Advance, left: int) -> Advance:
+    """*advance* with at most *left* PENDING fires; finished when they are the last."""
+    kept: list[PlannedFire] = []
+    for fire in advance.fires:
+        if fire.status == RunStatus.PENDING:
+            if left <= 0:
+                break
+            left -= 1
+        kept.append(fire)
+    if left <= 0:
+        return Advance(advance.task_id, advance.version, None, tuple(kept))
+    return advance
+
+
+def _plan(
+    task: TaskRow, schedule: Schedule, now: datetime, horizon: datetime, cap: int
+) -> tuple[Advance, bool]:
     start = task.next_start_time
     if start is None:
         raise ValueError(f"task {task.name!r} has no next_start_time to advance from")
@@ -57,7 +83,7 @@ def plan_advance(
 
 
 def _in_chunks(
-    task: TaskRow, schedule: CronSchedule, start: datetime, horizon: datetime, cap: int
+    task: TaskRow, schedule: Schedule, start: datetime, horizon: datetime, cap: int
 ) -> tuple[Advance, bool]:
     """Every fire from *start* to *horizon* as PENDING, at most *cap* of them."""
     fires = schedule.fires_between(start, horizon, limit=cap + 1)
@@ -72,7 +98,7 @@ def _in_chunks(
 
 
 def _late_fires(
-    schedule: CronSchedule, start: datetime, end: datetime, cap: int
+    schedule: Schedule, start: datetime, end: datetime, cap: int
 ) -> tuple[list[datetime], bool]:
     """The late fires in [*start*, *end*] and whether they were all counted. Counted: every
     one, when there are fewer than *cap*. Else the gap's first fire and its last one or two

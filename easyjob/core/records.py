@@ -6,12 +6,17 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from easyjob.core.states import Misfire, NodeStatus, Overlap, RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, shown
 
+if TYPE_CHECKING:
+    from easyjob.core.schedule import Schedule
+
 __all__ = [
+    "ORIGIN_CODE",
+    "ORIGIN_RUNTIME",
     "Advance",
     "Candidate",
     "HeldRun",
@@ -24,6 +29,10 @@ __all__ = [
 ]
 
 _MAX_NAME = 255
+
+#: ``easy_job_task.origin``: declared by a node's code, or added at run time.
+ORIGIN_CODE = "code"
+ORIGIN_RUNTIME = "runtime"
 
 
 def _ms(value: timedelta | None) -> int | None:
@@ -53,11 +62,17 @@ class TaskSpec:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     enabled: bool = True
     cron_dialect: str | None = None
+    every: timedelta | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    max_runs: int | None = None
+    accepts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from easyjob.core.cron import CronSchedule, parse_tz
 
         what = f"task {shown(self.name)}"
+        _check_schedule(self, what)
         if not isinstance(self.name, str) or not self.name or len(self.name) > _MAX_NAME:
             raise TaskDefinitionError(
                 f"invalid task name {shown(self.name)}: 1-{_MAX_NAME} characters"
@@ -66,8 +81,6 @@ class TaskSpec:
             raise TaskDefinitionError(f"{what}: invalid function path {self.func!r}")
         if self.cron is None:
             parse_tz(self.tz)
-            if self.parent is None:
-                raise TaskDefinitionError(f"{what}: needs a cron expression or a parent")
         else:
             CronSchedule.parse(self.cron, self.tz, self.cron_dialect)
         object.__setattr__(self, "misfire", _enum(Misfire, self.misfire, what, "misfire"))
@@ -99,11 +112,26 @@ class TaskSpec:
 
         return CronSchedule.parse(self.cron, self.tz, self.cron_dialect).text
 
+    @property
+    def every_ms(self) -> int | None:
+        """The interval in whole milliseconds, as stored (``every_ms``)."""
+        return None if self.every is None else self.every // timedelta(milliseconds=1)
+
+    @property
+    def manual(self) -> bool:
+        """Whether the task runs only when triggered: no cron, no interval, no parent."""
+        return self.cron is None and self.every is None and self.parent is None
+
     def columns(self) -> dict[str, Any]:
         """The ``easy_job_task`` columns this definition sets (not ``pid``: resolved by name)."""
         return {
             "func": self.func,
             "cron_expr": self.cron_text,
+            "every_ms": self.every_ms,
+            "starts_at": self.start,
+            "ends_at": self.end,
+            "max_runs": self.max_runs,
+            "accepts": list(self.accepts) if self.accepts else None,
             "tz": self.tz,
             "misfire": str(self.misfire),
             "misfire_grace_ms": _ms(self.misfire_grace),
@@ -113,6 +141,42 @@ class TaskSpec:
             "timeout_ms": _ms(self.timeout),
             "kwargs": dict(self.kwargs),
         }
+
+
+def _check_schedule(spec: TaskSpec, what: str) -> None:
+    """Interval, bounds, max_runs and accepted trigger arguments of *spec*."""
+    from easyjob.core.schedule import parse_every
+
+    if spec.every is not None:
+        if spec.cron is not None:
+            raise TaskDefinitionError(f"{what}: give a cron or an interval (every=), not both")
+        if spec.parent is not None:
+            raise TaskDefinitionError(f"{what}: a child runs after its parent; every= is refused")
+        object.__setattr__(spec, "every", parse_every(spec.every))
+    for name in ("start", "end"):
+        value = getattr(spec, name)
+        if value is not None and (not isinstance(value, datetime) or value.utcoffset() is None):
+            raise TaskDefinitionError(f"{what}: {name} must be an aware datetime, got {value!r}")
+    scheduled = spec.cron is not None or spec.every is not None
+    bounds = {"start": spec.start, "end": spec.end, "max_runs": spec.max_runs}
+    given = [name for name, value in bounds.items() if value is not None]
+    if given and (not scheduled or spec.parent is not None):
+        raise TaskDefinitionError(f"{what}: {', '.join(given)} need(s) a cron or an interval")
+    if spec.start is not None and spec.end is not None and spec.end < spec.start:
+        raise TaskDefinitionError(
+            f"{what}: end {spec.end.isoformat()} is before start {spec.start.isoformat()}"
+        )
+    if spec.max_runs is not None and (
+        not isinstance(spec.max_runs, int) or isinstance(spec.max_runs, bool) or spec.max_runs < 1
+    ):
+        raise TaskDefinitionError(
+            f"{what}: max_runs must be an integer >= 1, got {spec.max_runs!r}"
+        )
+    accepts = (spec.accepts,) if isinstance(spec.accepts, str) else tuple(spec.accepts or ())
+    for name in accepts:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise TaskDefinitionError(f"{what}: accepts names an invalid argument {name!r}")
+    object.__setattr__(spec, "accepts", tuple(sorted(set(accepts))))
 
 
 def _enum(kind: type[Misfire] | type[Overlap], value: Any, what: str, name: str) -> Any:
@@ -151,6 +215,29 @@ class TaskRow:
     create_time: datetime
     update_time: datetime
     seen_time: datetime
+    every_ms: int | None = None
+    anchor_time: datetime | None = None
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    max_runs: int | None = None
+    fire_count: int = 0
+    accepts: list[str] | None = None
+    origin: str = "code"
+    declared: str | None = None
+
+    @property
+    def runtime(self) -> bool:
+        """Whether the task was added at run time (``easyjob schedule add``), not by code."""
+        return self.origin == ORIGIN_RUNTIME
+
+    @property
+    def schedule(self) -> Schedule | None:
+        """Its schedule (cron or interval, within its start and end); None: child or manual."""
+        from easyjob.core.schedule import build_schedule
+
+        return build_schedule(
+            self.cron_expr, self.tz, self.every_ms, self.anchor_time, self.starts_at, self.ends_at
+        )
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> TaskRow:
@@ -199,6 +286,7 @@ class Candidate:
     overlap: Overlap = Overlap.SERIAL
     misfire: Misfire = Misfire.FIRE_ONCE
     misfire_grace_ms: int = 60_000
+    origin: str = "code"
 
     @property
     def grace(self) -> timedelta:
@@ -229,6 +317,9 @@ class Run:
     timeout_ms: int | None
     misfire: Misfire
     misfire_grace_ms: int
+    #: Arguments a trigger passed (``easy_job_task_detail.kwargs``); None for other runs.
+    trigger_kwargs: dict[str, Any] | None = None
+    origin: str = "code"
 
     def bumped(self, status: RunStatus) -> Run:
         """This run after one accepted transition to *status*."""
@@ -248,6 +339,7 @@ class HeldRun:
     fire_time: datetime
     attempt: int
     recoveries: int = 0  # times a node died while running this fire (see RunStore.recover)
+    kwargs: dict[str, Any] | None = None  # a trigger's arguments, carried to the new attempt
 
 
 @dataclass(frozen=True)

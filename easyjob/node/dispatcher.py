@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -71,6 +71,7 @@ class Dispatcher:
         pool: Executor | None = None,
         on_free: Callable[[], None] | None = None,
         metrics: Metrics = NO_METRICS,
+        runnable: Mapping[str, Registered] | None = None,
     ) -> None:
         self._clock = clock
         self._metrics = metrics
@@ -86,7 +87,9 @@ class Dispatcher:
         self._poked = False
         self._closed = False
         self.writer = RunWriter(store, config.node_id)
-        self.jobs = JobRunner(config.node_id, tasks, clock, config.workers, self._returned, pool)
+        self.jobs = JobRunner(
+            config.node_id, tasks, clock, config.workers, self._returned, pool, runnable
+        )
         self.claimed = 0
         self.completed = 0
         self._thread = threading.Thread(target=self._loop, name="easyjob-dispatch", daemon=True)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any
 
 from easyjob.clock import Clock
 from easyjob.context import TaskContext
-from easyjob.core.records import Run
+from easyjob.core.records import ORIGIN_RUNTIME, Run
 from easyjob.logs import ContextLogger, run_context
 from easyjob.registry import Registered
 
@@ -39,15 +40,21 @@ class JobRunner:
         workers: int,
         done: Done,
         pool: Executor | None = None,
+        runnable: Mapping[str, Registered] | None = None,
     ) -> None:
         self._node_id = node_id
         self._tasks = tasks
+        self._runnable = dict(runnable or {})
         self._clock = clock
         self._done = done
         self._pool = pool or ThreadPoolExecutor(workers, thread_name_prefix="easyjob-worker")
 
     def entry(self, run: Run) -> Registered | None:
-        """The code this node registered for *run*'s task, if it is the run's function."""
+        """The code this node registered for *run*'s task, if it is the run's function: the
+        task its code declared under that name, or, for a task added at run time, the
+        function its code allowed with ``@runnable``."""
+        if run.origin == ORIGIN_RUNTIME:
+            return None if run.task_name in self._tasks else self._runnable.get(run.func)
         entry = self._tasks.get(run.task_name)
         return entry if entry is not None and entry.spec.func == run.func else None
 
@@ -71,13 +78,14 @@ class JobRunner:
         entry = self.entry(run)
         if entry is None:
             raise LookupError(f"task {run.task_name!r} ({run.func}) is not registered here")
+        kwargs = arguments(entry, run)
         ctx = TaskContext(
             task_name=run.task_name,
             fire_time=run.fire_time,
             node_id=self._node_id,
             attempt=run.attempt,
             run_id=run.id,
-            kwargs=dict(entry.spec.kwargs),
+            kwargs=kwargs,
             cancelled=cancelled,
             logger=ContextLogger(
                 logging.getLogger("easyjob.task"),
@@ -88,6 +96,20 @@ class JobRunner:
             ),
         )
         if entry.takes_context:
-            entry.fn(ctx, **entry.spec.kwargs)
+            entry.fn(ctx, **kwargs)
         else:
-            entry.fn(**entry.spec.kwargs)
+            entry.fn(**kwargs)
+
+
+def arguments(entry: Registered, run: Run) -> dict[str, Any]:
+    """The keyword arguments of *run*: its code's declared kwargs, with the trigger's over
+    them. The code decides what a trigger may pass: an argument its ``accepts`` does not
+    name (a row written by hand) fails the run, naming it, and the function is not called."""
+    given = run.trigger_kwargs or {}
+    refused = sorted(set(given) - set(entry.spec.accepts))
+    if refused:
+        raise TypeError(
+            f"task {run.task_name!r} does not accept trigger argument(s) "
+            f"{', '.join(map(repr, refused))}; not called"
+        )
+    return {**entry.spec.kwargs, **given}

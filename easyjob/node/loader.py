@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from easyjob.core.config import NodeConfig
-from easyjob.core.cron import CronSchedule
 from easyjob.core.planner import plan_advance
-from easyjob.core.records import Advance, Candidate, TaskRow
+from easyjob.core.records import ORIGIN_RUNTIME, Advance, Candidate, TaskRow
+from easyjob.core.schedule import Schedule
 from easyjob.core.states import Misfire, Overlap
 from easyjob.core.strategies import ClusterView, LeastCountStrategy, Strategy, overdue
 from easyjob.node.dispatcher import Dispatcher
@@ -72,6 +72,7 @@ class Loader(Loop):
         tasks: Mapping[str, Registered],
         log: logging.LoggerAdapter[logging.Logger],
         metrics: Metrics = NO_METRICS,
+        runnable: Iterable[str] = (),
     ) -> None:
         super().__init__(config.poll, log)
         self._metrics = metrics
@@ -82,11 +83,12 @@ class Loader(Loop):
         self._membership = membership
         self._dispatcher = dispatcher
         self._code = {name: entry.spec.func for name, entry in tasks.items()}
+        self._runnable = frozenset(runnable)
         self._task_ids: frozenset[int] | None = None
         self._foreign: set[int] = set()
         self._unplannable = Unplannable(log)
         self._polls = 0
-        self._schedules: dict[tuple[str, str], CronSchedule] = {}
+        self._schedules: dict[tuple[object, ...], Schedule | None] = {}
         self.offered = 0  # runs this node tried to claim
         self.lost = 0  # of those, runs another node claimed first (lost races)
         self.missed = 0  # PENDING runs it marked MISSED (misfire policy)
@@ -114,11 +116,14 @@ class Loader(Loop):
         """The ids of the task rows this node registered: it claims only their runs."""
         self._task_ids = frozenset(task_ids)
 
-    def _mine(self, task_id: int, name: str, func: str) -> bool:
+    def _mine(self, task_id: int, name: str, func: str, origin: str) -> bool:
         """Whether task row *task_id* is one this node registered, still naming the function
-        its code declared for *name*; if not, its runs are left out of the next reads."""
-        if (self._task_ids is None or task_id in self._task_ids) and self._code.get(name) == func:
+        its code declared for *name*, or a task added at run time whose function its code
+        allowed (``@runnable``); if not, its runs are left out of the next reads."""
+        if self._runnable_here(name, func, origin):
             return True
+        if (self._task_ids is None or task_id in self._task_ids) and self._code.get(name) == func:
+            return origin != ORIGIN_RUNTIME
         self._foreign.add(task_id)
         return False
 
@@ -154,25 +159,42 @@ class Loader(Loop):
         task this node's code does not declare, or holds a bad cron or zone): the task is
         then set aside, reported once per change of its row, and the others go on."""
         func = self._code.get(task.name)
-        if func != task.func:
+        if self._runnable_here(task.name, task.func, task.origin):
+            pass
+        elif task.runtime:
+            why = f"it was added at run time and its function {task.func} is not @runnable here"
+            self._unplannable.add(task, now, why, logging.INFO)
+            return None, False
+        elif func != task.func:
             why = f"its function {task.func} is not what this node's code declares for it"
             if func is None:
                 why = "no task of that name is declared by this node's code"
             self._unplannable.add(task, now, why, logging.INFO)
             return None, False
-        if task.cron_expr is None:
-            self._unplannable.add(task, now, "it has a next_start_time but no cron", logging.INFO)
-            return None, False
         try:
-            return plan_advance(task, self._schedule(task.cron_expr, task.tz), now, horizon)
+            schedule = self._schedule(task)
+            if schedule is None:
+                self._unplannable.add(
+                    task, now, "it has a next_start_time but no cron or interval", logging.INFO
+                )
+                return None, False
+            return plan_advance(task, schedule, now, horizon)
         except Exception as err:  # one task's bad row must not stop the others' planning
             self._unplannable.add(task, now, f"{type(err).__name__}: {err}", logging.ERROR)
             return None, False
 
-    def _schedule(self, expr: str, tz: str) -> CronSchedule:
-        key = (expr, tz)
+    def _runnable_here(self, name: str, func: str, origin: str) -> bool:
+        """A task added at run time, under a name this node's code does not declare, calling
+        a function its code allowed with ``@runnable``."""
+        return origin == ORIGIN_RUNTIME and name not in self._code and func in self._runnable
+
+    def _schedule(self, task: TaskRow) -> Schedule | None:
+        key: tuple[object, ...] = (task.cron_expr, task.tz, task.every_ms, task.anchor_time)
+        key += (task.starts_at, task.ends_at)
         if key not in self._schedules:
-            self._schedules[key] = CronSchedule.parse(expr, tz)
+            if len(self._schedules) > 10_000:  # schedules changed at run time: stay bounded
+                self._schedules.clear()
+            self._schedules[key] = task.schedule
         return self._schedules[key]
 
     def _claim(self, now: datetime, horizon: datetime) -> bool:
@@ -185,7 +207,7 @@ class Loader(Loop):
             self.offered += len(won)
             self._metrics.claims(len(won), 0)
             for run in won:
-                self._mine(run.task_id, run.task_name, run.func)  # released when due
+                self._mine(run.task_id, run.task_name, run.func, run.origin)  # released if not
             self._dispatcher.submit(won)
             return len(won) == room
         live = [n.node_id for n in self._membership.nodes()]
@@ -198,7 +220,7 @@ class Loader(Loop):
         mine = [
             c
             for c in pending
-            if self._mine(c.task_id, c.task_name, c.func)
+            if self._mine(c.task_id, c.task_name, c.func, c.origin)
             and c.id not in held
             and c.task_id not in exclusive
         ]

@@ -128,6 +128,7 @@ class Node:
             pool=self._pool,
             on_free=lambda: self.loader.wake(),
             metrics=self.metrics,
+            runnable=self.registry.runnable(),
         )
         self.loader = Loader(
             self.store,
@@ -139,6 +140,7 @@ class Node:
             registered,
             self.log,
             self.metrics,
+            runnable=self.registry.runnable(),
         )
         self.recovery = Recoverer(
             self.store, self.config, self.liveness, self.log, self.dispatcher.held_ids, self.metrics

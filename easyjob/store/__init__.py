@@ -18,6 +18,7 @@ from easyjob.store.history import HistoryStore
 from easyjob.store.nodes import Heartbeat, NodeStore
 from easyjob.store.retry import RetryPolicy, is_transient
 from easyjob.store.runs import RunStore
+from easyjob.store.schedules import ScheduleStore
 from easyjob.store.tasks import TaskStore
 from easyjob.store.views import ViewStore
 
@@ -25,11 +26,12 @@ __all__ = ["Database", "Heartbeat", "RetryPolicy", "Store", "is_transient"]
 
 
 class Store:
-    """One database, seen through its four tables' statement groups."""
+    """One database, seen through its tables' statement groups."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
         self.tasks = TaskStore(db)
+        self.schedules = ScheduleStore(db)
         self.runs = RunStore(db)
         self.nodes = NodeStore(db)
         self.history = HistoryStore(db)

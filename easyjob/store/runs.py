@@ -57,6 +57,8 @@ _RUN_COLUMNS = (
     t.c.timeout_ms,
     t.c.misfire,
     t.c.misfire_grace_ms,
+    d.c.kwargs.label("trigger_kwargs"),
+    t.c.origin,
 )
 
 
@@ -71,6 +73,7 @@ _CANDIDATE_COLUMNS = (
     t.c.overlap,
     t.c.misfire,
     t.c.misfire_grace_ms,
+    t.c.origin,
 )
 
 _HELD_COLUMNS = (
@@ -83,6 +86,7 @@ _HELD_COLUMNS = (
     d.c.fire_time,
     d.c.attempt,
     d.c.recoveries,
+    d.c.kwargs,
 )
 
 
@@ -444,6 +448,7 @@ class RunStore:
                     Trigger.RETRY,
                     now + retry_in,
                     now,
+                    kwargs=run.trigger_kwargs,
                 )
             return True
 
@@ -548,6 +553,7 @@ class RunStore:
                             now,
                             now,
                             recoveries=crashes,
+                            kwargs=run.kwargs,
                         )
                     )
             if gave_up is not None:
@@ -757,9 +763,11 @@ def _new_attempt(
     now: datetime,
     *,
     recoveries: int = 0,
+    kwargs: dict[str, Any] | None = None,
 ) -> int:
     result = conn.execute(
         d.insert().values(
+            kwargs=kwargs,
             recoveries=recoveries,
             task_id=task_id,
             pid=pid,

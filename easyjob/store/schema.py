@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 #: Bumped whenever a table, column or index changes; checked by every node at start.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -119,6 +119,15 @@ task_table = sa.Table(
     sa.Column("create_time", UTCDateTime, nullable=False),
     sa.Column("update_time", UTCDateTime, nullable=False),
     sa.Column("seen_time", UTCDateTime, nullable=False),
+    sa.Column("every_ms", sa.BigInteger),
+    sa.Column("anchor_time", UTCDateTime),
+    sa.Column("starts_at", UTCDateTime),
+    sa.Column("ends_at", UTCDateTime),
+    sa.Column("max_runs", sa.BigInteger),
+    sa.Column("fire_count", Count, nullable=False, server_default=sa.text("0")),
+    sa.Column("accepts", sa.JSON(none_as_null=True)),
+    sa.Column("origin", sa.String(16), nullable=False, server_default="code"),
+    sa.Column("declared", sa.String(512)),
     sa.UniqueConstraint("name", name="uq_easy_job_task_name"),
     sa.Index("ix_easy_job_task_due", "status", "next_start_time"),
     sa.Index("ix_easy_job_task_pid", "pid"),
@@ -154,6 +163,7 @@ task_detail_table = sa.Table(
     sa.Column("recoveries", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Column("missed_count", Count),
     sa.Column("last_fire_time", UTCDateTime),
+    sa.Column("kwargs", sa.JSON(none_as_null=True)),
     sa.UniqueConstraint("task_id", "cron_key", name="uq_easy_job_task_detail_cron_fire"),
     sa.Index("ix_easy_job_task_detail_pending", "status", "due_time"),
     sa.Index("ix_easy_job_task_detail_held", "status", "node_id"),

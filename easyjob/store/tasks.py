@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,8 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
-from easyjob.core.cron import CronSchedule
 from easyjob.core.records import Advance, TaskRow, TaskSpec
+from easyjob.core.schedule import build_schedule
 from easyjob.core.states import RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
 from easyjob.store.database import Database, at_versions, per_id, status_is
@@ -101,12 +102,14 @@ class TaskStore:
     @staticmethod
     def _new_row(spec: TaskSpec, now: datetime, first: _FirstFires) -> dict[str, Any]:
         status = TaskStatus.ACTIVE if spec.enabled else TaskStatus.PAUSED
-        next_time = first(spec.cron_text, spec.tz)
-        if spec.cron is not None and next_time is None:
+        columns = {**spec.columns(), "anchor_time": now if spec.every is not None else None}
+        next_time = first(columns)
+        if (spec.cron is not None or spec.every is not None) and next_time is None:
             status = TaskStatus.FINISHED
         return {
             "name": spec.name,
-            **spec.columns(),
+            **columns,
+            "declared": declared(spec),
             "pid": None,
             "status": str(status),
             "next_start_time": next_time,
@@ -129,20 +132,37 @@ class TaskStore:
     def _update_if_changed(
         self, conn: sa.Connection, row: TaskRow, spec: TaskSpec, pid: int | None, now: datetime
     ) -> bool:
+        if row.runtime:
+            raise TaskDefinitionError(
+                f"task {spec.name!r} exists as a schedule added at run time (function "
+                f"{row.func}); remove it (easyjob schedule remove) or rename the code's task"
+            )
         wanted = {**spec.columns(), "pid": pid}
+        key = declared(spec)
+        if row.declared == key:
+            # The code's schedule did not change since it was last registered: the row's
+            # schedule stands, even where it was changed at run time (easyjob schedule set).
+            for name in _DECLARED:
+                del wanted[name]
+        else:
+            wanted["declared"] = key
         changes = {k: v for k, v in wanted.items() if getattr(row, k) != v}
         if not spec.enabled and row.status == TaskStatus.ACTIVE:
             changes["status"] = str(TaskStatus.PAUSED)
-        if "cron_expr" in changes or "tz" in changes:
-            # A fire already due but not written yet is not skipped: the new schedule
-            # starts from the row's next_start_time when that has passed (a changed cron
-            # during a rolling deploy, or the same fires written another way).
+        if _SCHEDULE.intersection(changes):
+            merged = {name: changes.get(name, getattr(row, name)) for name in _SCHEDULE}
+            if merged["every_ms"] is not None:
+                merged["anchor_time"] = changes["anchor_time"] = now
+            # A fire already due but not written yet is not skipped: a changed cron starts
+            # from the row's next_start_time when that has passed (a rolling deploy).
             since = now
-            if row.next_start_time is not None and row.next_start_time <= now:
+            cron_only = merged["every_ms"] is None
+            if cron_only and row.next_start_time is not None and row.next_start_time <= now:
                 since = row.next_start_time - timedelta(microseconds=1)
-            next_time = _first_fire(spec.cron_text, spec.tz, since)
+            next_time = first_fire(merged, since)
             changes["next_start_time"] = next_time
-            if spec.cron is not None and next_time is None:
+            scheduled = merged["cron_expr"] is not None or merged["every_ms"] is not None
+            if scheduled and next_time is None:
                 changes["status"] = str(TaskStatus.FINISHED)
             elif row.status == TaskStatus.FINISHED:
                 changes["status"] = str(TaskStatus.ACTIVE)
@@ -189,7 +209,9 @@ class TaskStore:
         they leave no rows."""
 
         def write(conn: sa.Connection) -> None:
-            query = sa.select(t.c.id, t.c.cron_expr, t.c.tz, t.c.status).where(t.c.name == name)
+            query = sa.select(t.c.id, t.c.status, *(t.c[c] for c in _SCHEDULE_ROW)).where(
+                t.c.name == name
+            )
             row = conn.execute(query).first()
             if row is None:
                 raise TaskNotFoundError(f"no task named {shown(name)}")
@@ -199,8 +221,8 @@ class TaskStore:
                 )
             now = conn.scalar(sa.select(db_now()))
             values: dict[str, Any] = {"status": str(status), "update_time": now}
-            if status == TaskStatus.ACTIVE and row.cron_expr is not None:
-                values["next_start_time"] = _first_fire(row.cron_expr, row.tz, now)
+            if status == TaskStatus.ACTIVE:
+                values["next_start_time"] = first_fire(dict(row._mapping), now)
             conn.execute(
                 t.update().where(t.c.name == name).values(**values, version=t.c.version + 1)
             )
@@ -323,6 +345,14 @@ class TaskStore:
         times = {a.task_id: a.next_start_time for a in advances if a.next_start_time}
         next_value: Any = per_id(t, times, UTCDateTime()) if times else None
         finished = [a.task_id for a in advances if a.next_start_time is None]
+        counts = {
+            a.task_id: n
+            for a in advances
+            if (n := sum(f.status == RunStatus.PENDING for f in a.fires))
+        }
+        fire_count: Any = t.c.fire_count
+        if counts:
+            fire_count = t.c.fire_count + sa.func.coalesce(per_id(t, counts, sa.BigInteger()), 0)
         stmt = (
             t.update()
             .where(
@@ -335,6 +365,7 @@ class TaskStore:
                 version=t.c.version + 1,
                 node_id=node_id,
                 update_time=db_now(),
+                fire_count=fire_count,
             )
         )
         won = self._db.winners(conn, stmt, t, expected)
@@ -372,28 +403,75 @@ class TaskStore:
             return sqlite.insert(d).on_conflict_do_nothing()
         return mysql.insert(d).on_duplicate_key_update(id=d.c.id)
 
-    def trigger(self, name: str) -> int:
-        """Create a manual fire of task *name* (any node may take it); returns its run id."""
+    def trigger(
+        self,
+        name: str,
+        *,
+        at: datetime | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Create a manual fire of task *name*, due *at* (default: now, database time), with
+        the trigger arguments *kwargs*; any node whose code declares the task may take it.
+        Returns its run id.
+
+        *kwargs* must be JSON and name only arguments the task accepts (``accepts=`` of
+        ``@scheduled``, stored in ``easy_job_task.accepts``), else TaskDefinitionError
+        naming them; so must *at* not be earlier than now less the task's misfire grace
+        (the run would be missed at once). TaskNotFoundError for an unknown task."""
+        given = _trigger_kwargs(name, kwargs)
+        if at is not None and (not isinstance(at, datetime) or at.utcoffset() is None):
+            raise TaskDefinitionError(
+                f"trigger of {name!r}: at must be an aware datetime, got {at!r}"
+            )
 
         def write(conn: sa.Connection) -> int:
-            task_id = conn.scalar(sa.select(t.c.id).where(t.c.name == name))
-            if task_id is None:
+            query = sa.select(t.c.id, t.c.accepts, t.c.misfire_grace_ms).where(t.c.name == name)
+            row = conn.execute(query).first()
+            if row is None:
                 raise TaskNotFoundError(f"no task named {shown(name)}")
+            refused = sorted(set(given or ()) - set(row.accepts or ()))
+            if refused:
+                accepted = ", ".join(map(repr, row.accepts or ())) or "none"
+                raise TaskDefinitionError(
+                    f"task {name!r} does not accept trigger argument(s) "
+                    f"{', '.join(map(repr, refused))} (it accepts: {accepted})"
+                )
             now = conn.scalar(sa.select(db_now()))
+            due = now if at is None else at
+            if due < now - timedelta(milliseconds=row.misfire_grace_ms):
+                raise TaskDefinitionError(
+                    f"trigger of {name!r} at {due.isoformat()}: in the past (database time "
+                    f"{now.isoformat()}), beyond the task's misfire grace"
+                )
             result = conn.execute(
                 d.insert().values(
-                    task_id=task_id,
-                    fire_time=now,
-                    due_time=now,
+                    task_id=row.id,
+                    fire_time=due,
+                    due_time=due,
                     status=str(RunStatus.PENDING),
                     triggered_by=str(Trigger.MANUAL),
                     attempt=1,
                     create_time=now,
+                    kwargs=given,
                 )
             )
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
         return self._db.write("trigger_task", write)
+
+
+def _trigger_kwargs(name: str, kwargs: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """*kwargs* as stored (JSON), None when there are none; TaskDefinitionError if not JSON."""
+    if not kwargs:
+        return None
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+        raise TaskDefinitionError(
+            f"trigger of {name!r}: kwargs must be a JSON object, got {kwargs!r}"
+        )
+    try:
+        return dict(json.loads(json.dumps(dict(kwargs), allow_nan=False)))
+    except (TypeError, ValueError) as err:
+        raise TaskDefinitionError(f"trigger of {name!r}: kwargs must be JSON: {err}") from err
 
 
 def _parents_first(specs: Sequence[TaskSpec]) -> list[TaskSpec]:
@@ -415,21 +493,41 @@ def _parents_first(specs: Sequence[TaskSpec]) -> list[TaskSpec]:
     return sorted(specs, key=depth_of)
 
 
+#: The columns of a task's schedule the code declares: a runtime change of them stands until
+#: the code's declaration of them changes (see ``declared``).
+_DECLARED = ("cron_expr", "tz", "every_ms")
+#: Every column the fire times depend on.
+_SCHEDULE = frozenset({*_DECLARED, "starts_at", "ends_at"})
+_SCHEDULE_ROW = (*_DECLARED, "starts_at", "ends_at", "anchor_time")
+
+
+def declared(spec: TaskSpec) -> str:
+    """``easy_job_task.declared``: the schedule the code declared, as last registered."""
+    return f"{spec.cron_text or ''}|{spec.tz}|{spec.every_ms or ''}"
+
+
 class _FirstFires:
-    """The first fire after *now* per (cron, zone): tasks mostly share a few schedules."""
+    """The first fire after *now* per schedule: tasks mostly share a few schedules."""
 
     def __init__(self, now: datetime) -> None:
         self._now = now
-        self._seen: dict[tuple[str | None, str], datetime | None] = {}
+        self._seen: dict[tuple[Any, ...], datetime | None] = {}
 
-    def __call__(self, cron: str | None, tz: str) -> datetime | None:
-        key = (cron, tz)
+    def __call__(self, columns: Mapping[str, Any]) -> datetime | None:
+        key = tuple(columns.get(name) for name in _SCHEDULE_ROW)
         if key not in self._seen:
-            self._seen[key] = _first_fire(cron, tz, self._now)
+            self._seen[key] = first_fire(columns, self._now)
         return self._seen[key]
 
 
-def _first_fire(cron: str | None, tz: str, now: datetime) -> datetime | None:
-    if cron is None:
-        return None
-    return CronSchedule.parse(cron, tz).next_after(now)
+def first_fire(columns: Mapping[str, Any], now: datetime) -> datetime | None:
+    """The first fire after *now* of the schedule in *columns* (task column names)."""
+    schedule = build_schedule(
+        columns["cron_expr"],
+        columns["tz"],
+        columns["every_ms"],
+        columns.get("anchor_time"),
+        columns["starts_at"],
+        columns["ends_at"],
+    )
+    return None if schedule is None else schedule.next_after(now)

@@ -31,6 +31,7 @@ def test_every_option_names_its_environment_variable() -> None:
             "nodes",
             "history",
             "trigger",
+            "schedule",
             "pause",
             "resume",
             "prune",
@@ -38,7 +39,10 @@ def test_every_option_names_its_environment_variable() -> None:
             "dashboard",
         ]
     )
-    for name, sub in [("easyjob", parser), *commands.items()]:
+    actions = _subparsers(commands["schedule"])
+    assert sorted(actions) == ["add", "remove", "set"]
+    nested = [(f"schedule {name}", sub) for name, sub in actions.items()]
+    for name, sub in [("easyjob", parser), *commands.items(), *nested]:
         for action in sub._actions:
             if not action.option_strings or action.dest in ("help", "version"):
                 continue

@@ -89,6 +89,8 @@ def docs_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_registry: Non
     # a node runs them (as in the quickstart): `easyjob trigger` then exits 0
     store.nodes.register(DOCS_NODE, host="docs", pid=1, weight=1, strategy="default", workers=1)
     store.tasks.upsert(default_registry.resolved())
+    # docs/cli.md's trigger and schedule samples: a task added at run time
+    store.schedules.add("reports", "jobs:nightly_report", every="1h", accepts=["day"])
     store.close()
     default_registry.clear()
     return url

@@ -268,7 +268,7 @@ def test_upsert_in_chunks_finds_parents_given_after_their_children(
 
 
 def test_a_changed_cron_keeps_a_due_fire_that_was_not_written_yet(store: Store) -> None:
-    (task,) = store.tasks.upsert([TaskSpec(name="t", func="m:f", cron="* * * * * *")])
+    store.tasks.upsert([TaskSpec(name="t", func="m:f", cron="* * * * * *")])
     due = store.db.now().replace(microsecond=0) - timedelta(seconds=1)
     store.db.write(
         "due", lambda conn: conn.execute(t.update().values(next_start_time=due))

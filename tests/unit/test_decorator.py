@@ -104,7 +104,12 @@ def test_a_function_without_arguments_takes_no_context() -> None:
             TaskDefinitionError,
             "must take no argument or one context argument",
         ),
-        ({}, TaskDefinitionError, "needs a cron expression or a parent"),
+        ({"every": "45x"}, TaskDefinitionError, "invalid interval '45x': expected a number"),
+        ({"every": "45s", "cron": "* * * * *"}, TaskDefinitionError, "not both"),
+        ({"max_runs": 3}, TaskDefinitionError, "max_runs need(s) a cron or an interval"),
+        ({"every": "1m", "max_runs": 0}, TaskDefinitionError, "max_runs must be an integer >= 1"),
+        ({"every": 10, "accepts": ["user id"]}, TaskDefinitionError, "invalid argument 'user id'"),
+        ({"every": 10, "accepts": ["zzz"]}, TaskDefinitionError, "accepted trigger arguments"),
         (
             {"cron": "@hourly", "timeout": "soon"},
             TaskDefinitionError,

@@ -1,0 +1,201 @@
+"""``easyjob trigger`` and ``easyjob schedule add|set|remove``: their options and commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from easyjob.cli.output import dumps
+from easyjob.core.records import TaskRow
+from easyjob.core.schedule import every_text
+
+__all__ = ["add_schedule_parser", "add_trigger_parser", "schedule", "trigger"]
+
+EXIT_OK = 0
+#: ``trigger``: the run was created, but no live node registered the task (see cli/__init__).
+EXIT_NOT_RUNNABLE = 5
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time (``2030-01-01T09:00:00+01:00``, ``...Z``); without a zone, UTC."""
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"invalid time {text!r}: expected ISO 8601, e.g. 2030-01-01T09:00:00Z"
+        ) from None
+    return value.replace(tzinfo=UTC) if value.utcoffset() is None else value
+
+
+def parse_kwargs(text: str) -> dict[str, Any]:
+    """A JSON object of trigger arguments."""
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise ValueError(f"invalid --kwargs {text!r}: not JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"invalid --kwargs {text!r}: must be a JSON object")
+    return value
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def add_trigger_parser(sub: Any, command: Any, option: Any) -> None:
+    """``trigger NAME [--at TIME] [--kwargs JSON]``."""
+    parser = command(sub, "trigger", "run a task once, now or at a given time; prints the run id")
+    parser.add_argument("name", metavar="NAME", help="task name")
+    option(
+        parser,
+        "--at",
+        env="TRIGGER_AT",
+        kind=parse_time,
+        metavar="TIME",
+        help="when it may start, ISO 8601 (no zone: UTC); default now",
+    )
+    option(
+        parser,
+        "--kwargs",
+        env="TRIGGER_KWARGS",
+        kind=parse_kwargs,
+        metavar="JSON",
+        help="arguments for the function, a JSON object; only those the task accepts",
+    )
+
+
+def add_schedule_parser(sub: Any, command: Any, option: Any, positive_int: Any) -> None:
+    """``schedule add|set|remove NAME ...``."""
+    what = "add, change or remove a schedule while nodes run"
+    parser = sub.add_parser("schedule", help=what, description=what)
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = command(actions, "add", "add a task calling a @runnable function of the nodes' code")
+    change = command(actions, "set", "give a task a new cron or interval from now on")
+    remove = command(actions, "remove", "remove a task added at run time")
+    for each in (add, change, remove):
+        each.add_argument("name", metavar="NAME", help="task name")
+    option(
+        add,
+        "--func",
+        env="SCHEDULE_FUNC",
+        required=True,
+        metavar="MODULE:QUALNAME",
+        help="the function, allowed by the nodes' code with @runnable",
+    )
+    for each in (add, change):
+        option(each, "--cron", env="SCHEDULE_CRON", metavar="EXPR", help="a cron expression")
+        option(
+            each,
+            "--every",
+            env="SCHEDULE_EVERY",
+            metavar="INTERVAL",
+            help="an interval: 45s, 90m, 1h30m, 250ms",
+        )
+    option(add, "--tz", env="SCHEDULE_TZ", default="UTC", metavar="ZONE", help="IANA time zone")
+    option(change, "--tz", env="SCHEDULE_TZ", metavar="ZONE", help="IANA zone; default: kept")
+    option(
+        add,
+        "--start",
+        env="SCHEDULE_START",
+        kind=parse_time,
+        metavar="TIME",
+        help="no fire before (ISO 8601)",
+    )
+    option(
+        add,
+        "--end",
+        env="SCHEDULE_END",
+        kind=parse_time,
+        metavar="TIME",
+        help="no fire after (ISO 8601)",
+    )
+    option(
+        add,
+        "--max-runs",
+        env="SCHEDULE_MAX_RUNS",
+        kind=positive_int,
+        metavar="N",
+        help="FINISHED after this many fires",
+    )
+    option(
+        add,
+        "--accepts",
+        env="SCHEDULE_ACCEPTS",
+        kind=_names,
+        metavar="NAMES",
+        help="trigger arguments it accepts, comma-separated",
+    )
+
+
+def trigger(args: argparse.Namespace) -> int:
+    from easyjob.cli.commands import code_since, existing_store
+
+    with existing_store(args.db) as store:
+        run_id = store.tasks.trigger(args.name, at=args.at, kwargs=args.kwargs)
+        task = store.tasks.get(args.name)
+        since = code_since(store)
+        # A task added at run time is never registered by a node: its seen_time says nothing.
+        runnable = task.runtime or (since is not None and task.seen_time >= since)
+    document = {"task": args.name, "run_id": run_id, "runnable": runnable}
+    sys.stdout.write(
+        (dumps(document) if args.json else f"triggered {args.name}: run {run_id}") + "\n"
+    )
+    if runnable:
+        return EXIT_OK
+    sys.stderr.write(
+        f"easyjob: warning: no live node registered task {args.name!r}: run {run_id} waits "
+        "PENDING until a node whose code declares it starts (see `easyjob tasks`, in_code)\n"
+    )
+    return EXIT_NOT_RUNNABLE
+
+
+def schedule(args: argparse.Namespace) -> int:
+    from easyjob.cli.commands import existing_store
+
+    with existing_store(args.db) as store:
+        if args.action == "add":
+            row = store.schedules.add(
+                args.name,
+                args.func,
+                cron=args.cron,
+                every=args.every,
+                tz=args.tz,
+                start=args.start,
+                end=args.end,
+                max_runs=args.max_runs,
+                accepts=args.accepts or (),
+            )
+        elif args.action == "set":
+            row = store.schedules.set(args.name, cron=args.cron, every=args.every, tz=args.tz)
+        else:
+            row = store.schedules.remove(args.name)
+    document = _described(row)
+    sys.stdout.write((dumps(document) if args.json else _line(args.action, document)) + "\n")
+    return EXIT_OK
+
+
+def _described(row: TaskRow) -> dict[str, Any]:
+    every = None
+    if row.every_ms is not None:
+        every = every_text(timedelta(milliseconds=row.every_ms))
+    return {
+        "task": row.name,
+        "func": row.func,
+        "origin": row.origin,
+        "cron_expr": row.cron_expr,
+        "every": every,
+        "tz": row.tz,
+        "status": row.status.value,
+        "next_start_time": row.next_start_time,
+    }
+
+
+def _line(action: str, doc: dict[str, Any]) -> str:
+    done = {"add": "added", "set": "changed", "remove": "removed"}[action]
+    what = doc["cron_expr"] or (f"every {doc['every']}" if doc["every"] else "manual only")
+    nxt = doc["next_start_time"]
+    when = nxt.isoformat().replace("+00:00", "Z") if nxt is not None else "none"
+    return f"{done} {doc['task']} ({doc['func']}): {what}, {doc['status']}, next fire {when}"
