@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         shutdown_grace=args.shutdown_grace,
         batch=args.batch,
         max_held=args.max_held,
+        executor=args.executor,
         lookahead=args.lookahead,
         overdue_grace=args.overdue_grace,
         max_recoveries=args.max_recoveries,

@@ -242,7 +242,8 @@ def _node_default(name: str) -> str:
     """The default of NodeConfig field *name*, as the CLI shows and parses it."""
     from easyjob.core.config import NodeConfig
 
-    return f"{NodeConfig.__dataclass_fields__[name].default:g}"
+    value = NodeConfig.__dataclass_fields__[name].default
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
 
 
 def _run_options(run: argparse.ArgumentParser) -> None:
@@ -331,6 +332,15 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         default=_node_default("batch"),
         kind=integer,
         help="runs or tasks per claim or advance statement",
+    )
+    option(
+        run,
+        "--executor",
+        metavar="KIND",
+        env="EXECUTOR",
+        default=_node_default("executor"),
+        help="thread (jobs on worker threads) or process (a child process per run: a timeout "
+        "kills it, a crash fails only that run)",
     )
     option(
         run,

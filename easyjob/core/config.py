@@ -10,12 +10,16 @@ from datetime import timedelta
 
 from easyjob.errors import ConfigError
 
-__all__ = ["CLAIM_MODES", "NodeConfig", "generate_node_id"]
+__all__ = ["CLAIM_MODES", "EXECUTORS", "NodeConfig", "generate_node_id"]
 
 #: How a node claims runs: ``optimistic`` (read due runs, let the strategy choose, claim
 #: them with one version-checked UPDATE; every database) or ``skip_locked`` (one locking
 #: claim of the next due runs, first come first served; PostgreSQL only).
 CLAIM_MODES = ("optimistic", "skip_locked")
+
+#: Where a node calls its jobs: ``thread`` (its worker threads; a hung job keeps its thread)
+#: or ``process`` (a child process per run: a timeout kills it, a crash fails only that run).
+EXECUTORS = ("thread", "process")
 
 
 def generate_node_id() -> str:
@@ -45,6 +49,7 @@ class NodeConfig:
     lookahead: float | None = None  # default: 2 polls
     batch: int = 200
     max_held: int = 5000
+    executor: str = "thread"
     overdue_grace: float | None = None  # default: one poll, at least 1 s
     shutdown_grace: float = 30.0
     #: A run whose node died while running it is run again at most this many times, then
@@ -81,6 +86,10 @@ class NodeConfig:
                 raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
         if self.dead_after < 2:
             raise ConfigError(f"dead_after must be at least 2 heartbeats, got {self.dead_after!r}")
+        if self.executor not in EXECUTORS:
+            raise ConfigError(
+                f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}"
+            )
         if self.claim_mode not in CLAIM_MODES:
             raise ConfigError(
                 f"claim mode must be one of {', '.join(CLAIM_MODES)}, got {self.claim_mode!r}"

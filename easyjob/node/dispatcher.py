@@ -88,7 +88,14 @@ class Dispatcher:
         self._closed = False
         self.writer = RunWriter(store, config.node_id)
         self.jobs = JobRunner(
-            config.node_id, tasks, clock, config.workers, self._returned, pool, runnable
+            config.node_id,
+            tasks,
+            clock,
+            config.workers,
+            self._returned,
+            pool,
+            runnable,
+            isolation=config.executor,
         )
         self.claimed = 0
         self.completed = 0
@@ -238,14 +245,17 @@ class Dispatcher:
                 self._table.timed_out(run.id)
                 stuck = self._table.stuck
                 self.completed += bool(written)
-            self.writer.say(
-                logging.WARNING,
-                run,
-                "timed out after %gs; its thread keeps its worker until the function "
-                "returns (%d stuck on this node)",
-                seconds,
-                stuck,
-            )
+            if self.jobs.kills_on_cancel:
+                self.writer.say(logging.WARNING, run, "timed out after %gs; killed", seconds)
+            else:
+                self.writer.say(
+                    logging.WARNING,
+                    run,
+                    "timed out after %gs; its thread keeps its worker until the function "
+                    "returns (%d stuck on this node)",
+                    seconds,
+                    stuck,
+                )
 
     def _start(self, due: list[Run], now: datetime) -> None:
         batch: list[Run] = []

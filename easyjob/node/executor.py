@@ -8,6 +8,7 @@ what a row in the database says (write access to the tables is not code executio
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Mapping
@@ -18,6 +19,7 @@ from easyjob.clock import Clock
 from easyjob.context import TaskContext
 from easyjob.core.records import ORIGIN_RUNTIME, Run
 from easyjob.logs import ContextLogger, run_context
+from easyjob.node.isolation import Call, ChildFailed, run_in_child
 from easyjob.registry import Registered
 
 __all__ = ["Done", "JobRunner"]
@@ -41,13 +43,21 @@ class JobRunner:
         done: Done,
         pool: Executor | None = None,
         runnable: Mapping[str, Registered] | None = None,
+        isolation: str = "thread",
     ) -> None:
         self._node_id = node_id
+        self._isolation = isolation
         self._tasks = tasks
         self._runnable = dict(runnable or {})
         self._clock = clock
         self._done = done
         self._pool = pool or ThreadPoolExecutor(workers, thread_name_prefix="easyjob-worker")
+
+    @property
+    def kills_on_cancel(self) -> bool:
+        """Whether a cancelled run's job is killed (child processes) rather than left to
+        return by itself (threads)."""
+        return self._isolation == "process"
 
     def entry(self, run: Run) -> Registered | None:
         """The code this node registered for *run*'s task, if it is the run's function: the
@@ -69,6 +79,8 @@ class JobRunner:
         error = None
         try:
             self.call(run, cancelled)
+        except ChildFailed as err:  # the child's own traceback, or how it died
+            error = str(err)
         except BaseException as err:
             error = "".join(traceback.format_exception(err)).strip()[-_MAX_ERROR:]
         self._done(run, error, self._clock.monotonic() - began)
@@ -79,6 +91,24 @@ class JobRunner:
         if entry is None:
             raise LookupError(f"task {run.task_name!r} ({run.func}) is not registered here")
         kwargs = arguments(entry, run)
+        if self._isolation == "process":
+            module = entry.fn.__module__
+            run_in_child(
+                Call(
+                    module=module,
+                    file=getattr(sys.modules.get(module), "__file__", None),
+                    qualname=entry.fn.__qualname__,
+                    takes_context=entry.takes_context,
+                    kwargs=kwargs,
+                    task_name=run.task_name,
+                    fire_time=run.fire_time,
+                    node_id=self._node_id,
+                    attempt=run.attempt,
+                    run_id=run.id,
+                ),
+                cancelled,
+            )
+            return
         ctx = TaskContext(
             task_name=run.task_name,
             fire_time=run.fire_time,

@@ -131,3 +131,11 @@ if os.environ.get("EASYJOB_TEST_WEB"):
     @scheduled("* * * * * *", name="always_fails")
     def always_fails(ctx: TaskContext) -> None:
         raise ValueError("no luck <img src=x onerror=alert(1)>")
+
+
+@scheduled("0 0 1 1 *", name="hang", timeout=1)
+def hang(ctx: TaskContext) -> None:
+    """Never returns by itself (it ignores its cancellation flag)."""
+    record(ctx, "started")
+    while True:
+        time.sleep(0.05)

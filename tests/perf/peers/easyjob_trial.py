@@ -34,16 +34,11 @@ from easyjob.bench.trial import TrialConfig, run_trial
 from tests.perf.peers.cpu import children, proc_cpu, tree_cpu
 from tests.perf.peers.report import failed
 
-__all__ = ["SETTLE_S", "figures_report", "run_easyjob", "workers_for"]
+__all__ = ["SETTLE_S", "figures_report", "run_easyjob"]
 
 #: Seconds ``run_trial`` waits past the window's last fire second before it stops the nodes.
 SETTLE_S = 3.0
 NOTE_EVERY_S = 5.0
-
-
-def workers_for(schedules: int) -> int:
-    """Worker threads per node: enough for every fire of a second to be held at once."""
-    return max(64, schedules // 2)
 
 
 def _say(message: str) -> None:
@@ -164,7 +159,7 @@ def run_easyjob(
         tasks=schedules,
         duration=float(seconds),
         warmup=warmup,
-        workers=workers or workers_for(schedules),
+        workers=workers,  # None: the nodes' default, like every other setting here
         strategy=strategy,
         claim_mode=claim_mode,
     )
@@ -177,7 +172,7 @@ def run_easyjob(
         "duration_s": duration,
         "settings": {
             "nodes": nodes,
-            "workers": config.workers,
+            "workers": config.workers or "default",
             "poll": config.poll,
             "heartbeat": config.heartbeat,
             "strategy": strategy,

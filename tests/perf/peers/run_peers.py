@@ -421,7 +421,8 @@ class EasyjobSide:
     """How easyjob runs beside the peers: ``easyjob bench``'s trial with these settings."""
 
     nodes: int = 4
-    #: Worker threads per node; ``None``: ``easyjob_trial.workers_for(schedules)``.
+    #: Worker threads per node; ``None``: the nodes' default (easyjob runs at default
+    #: settings unless told otherwise).
     workers: int | None = None
     strategy: str = "default"
     claim_mode: str = "optimistic"
@@ -581,7 +582,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=None,
         metavar="N",
-        help="worker threads per node (default max(64, M // 2))",
+        help="worker threads per node (default: the nodes' default setting)",
     )
     parser.add_argument("--easyjob-strategy", default="default", help="default: default")
     parser.add_argument(
