@@ -22,6 +22,7 @@ CREATE TABLE easy_job_node (
 	clock_offset_ms BIGINT NOT NULL DEFAULT 0,
 	claimed_count BIGINT NOT NULL DEFAULT 0,
 	completed_count BIGINT NOT NULL DEFAULT 0,
+	stuck_count INTEGER NOT NULL DEFAULT 0,
 	version BIGINT NOT NULL DEFAULT 0,
 	PRIMARY KEY (node_id)
 )COMMENT='One row per node incarnation; liveness is heartbeat_at judged in database time.';

@@ -22,6 +22,7 @@ CREATE TABLE easy_job_node (
 	clock_offset_ms BIGINT DEFAULT 0 NOT NULL,
 	claimed_count BIGINT DEFAULT 0 NOT NULL,
 	completed_count BIGINT DEFAULT 0 NOT NULL,
+	stuck_count INTEGER DEFAULT 0 NOT NULL,
 	version BIGINT DEFAULT 0 NOT NULL,
 	PRIMARY KEY (node_id)
 );

@@ -111,6 +111,7 @@ NODE_COLUMNS = (
     Column("held", right=True),
     Column("claimed_count", right=True),
     Column("completed_count", right=True),
+    Column("stuck_count", right=True),
     Column("host"),
     Column("pid", right=True),
     Column("workers", right=True),

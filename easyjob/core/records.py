@@ -361,6 +361,8 @@ class NodeRow:
     completed_count: int
     version: int
     age: timedelta
+    #: jobs past their timeout still holding a worker thread, as of the last heartbeat
+    stuck_count: int = 0
 
     @property
     def age_s(self) -> float:

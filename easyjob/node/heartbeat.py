@@ -49,7 +49,7 @@ class Heartbeater(Loop):
         clock: Clock,
         liveness: Liveness,
         membership: Membership,
-        counters: Callable[[], tuple[int, int]],
+        counters: Callable[[], tuple[int, int, int]],
         log: logging.LoggerAdapter[logging.Logger],
     ) -> None:
         super().__init__(config.heartbeat, log)
@@ -61,11 +61,15 @@ class Heartbeater(Loop):
         self._counters = counters
 
     def step(self) -> None:
-        claimed, completed = self._counters()
+        claimed, completed, stuck = self._counters()
         offset_ms = round(self._liveness.offset.total_seconds() * 1000)
         sent = self._clock.now()
         beat = self._store.nodes.heartbeat(
-            self._config.node_id, clock_offset_ms=offset_ms, claimed=claimed, completed=completed
+            self._config.node_id,
+            clock_offset_ms=offset_ms,
+            claimed=claimed,
+            completed=completed,
+            stuck=stuck,
         )
         received = self._clock.now()
         if not beat.accepted:

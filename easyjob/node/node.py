@@ -195,8 +195,8 @@ class Node:
             "uptime_s": round(self.clock.monotonic() - self._started_at, 3),
         }
 
-    def _counters(self) -> tuple[int, int]:
-        return self.dispatcher.claimed, self.dispatcher.completed
+    def _counters(self) -> tuple[int, int, int]:
+        return self.dispatcher.claimed, self.dispatcher.completed, self.dispatcher.load()[2]
 
     def _gauges(self) -> Gauges:
         load = self.dispatcher.load

@@ -94,7 +94,7 @@ class NodeStore:
         self._db.write("register_node", write)
 
     def heartbeat(
-        self, node_id: str, *, clock_offset_ms: int, claimed: int, completed: int
+        self, node_id: str, *, clock_offset_ms: int, claimed: int, completed: int, stuck: int = 0
     ) -> Heartbeat:
         """Stamp ``heartbeat_at`` with database time and record this node's clock offset and
         counters. A row marked DEAD by a peer comes back to RUNNING (``revived``); a STOPPED
@@ -108,6 +108,7 @@ class NodeStore:
                 clock_offset_ms=clock_offset_ms,
                 claimed_count=claimed,
                 completed_count=completed,
+                stuck_count=stuck,
                 version=n.c.version + 1,
             )
             done = conn.execute(

@@ -89,6 +89,7 @@ node_table = sa.Table(
     sa.Column("clock_offset_ms", sa.BigInteger, nullable=False, server_default=sa.text("0")),
     sa.Column("claimed_count", Count, nullable=False, server_default=sa.text("0")),
     sa.Column("completed_count", Count, nullable=False, server_default=sa.text("0")),
+    sa.Column("stuck_count", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Column("version", Count, nullable=False, server_default=sa.text("0")),
     sa.Index("ix_easy_job_node_status_heartbeat", "status", "heartbeat_at"),
     comment="One row per node incarnation; liveness is heartbeat_at judged in database time.",

@@ -159,6 +159,9 @@ def test_a_timed_out_job_is_failed_and_counted_stuck_until_it_returns(
     node.tick(0.5)
     node.tick(2.0)
     assert node.node.dispatcher.counts()["stuck"] == 1
+    node.tick()  # a heartbeat: `easyjob nodes` shows it
+    _, (me,) = node.store.nodes.all()
+    assert me.stuck_count == 1
     (row,) = node.history("hang")
     assert row.status == RunStatus.FAILED and row.error_msg == "timed out after 2s"
     node.keep = lambda name: False
