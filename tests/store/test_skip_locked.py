@@ -23,8 +23,6 @@ from easyjob.store.schema import task_table as t
 from tests.conftest import FAST_RETRY
 from tests.store.conftest import make_pending, race_in_processes
 
-FUNCS = ["tests.jobs:noop"]
-
 
 @pytest.fixture
 def locking(store: Store) -> Store:
@@ -65,14 +63,14 @@ def _in_thread(fn: object, timeout: float = 20.0) -> object:
 
 def test_claims_the_earliest_due_runs_up_to_the_limit(locking: Store) -> None:
     ids = make_pending(locking, fires=5)
-    won = locking.runs.claim_next("node-a", _later(locking), 3, FUNCS)
+    won = locking.runs.claim_next("node-a", _later(locking), 3)
     assert [r.id for r in won] == ids[:3]
     assert all(r.status == RunStatus.CLAIMED and r.node_id == "node-a" for r in won)
     assert [(r.task_name, r.version) for r in won] == [("job", 1)] * 3
     rows = _rows(locking, ids)
     assert [rows[i] for i in ids] == [("CLAIMED", "node-a", 1)] * 3 + [("PENDING", None, 0)] * 2
-    assert [r.id for r in locking.runs.claim_next("node-b", _later(locking), 10, FUNCS)] == ids[3:]
-    assert locking.runs.claim_next("node-b", _later(locking), 10, FUNCS) == []
+    assert [r.id for r in locking.runs.claim_next("node-b", _later(locking), 10)] == ids[3:]
+    assert locking.runs.claim_next("node-b", _later(locking), 10) == []
 
 
 def test_only_runs_due_by_the_horizon_of_claimable_tasks(locking: Store) -> None:
@@ -85,15 +83,15 @@ def test_only_runs_due_by_the_horizon_of_claimable_tasks(locking: Store) -> None
         conn.execute(t.update().where(t.c.name == "other").values(func="tests.jobs:elsewhere"))
 
     locking.db.write("test", retarget)
+    excluded = {locking.tasks.get("other").id}  # a task that is not this node's code
     first_due = _rows_due(locking, ids[0])
-    won = locking.runs.claim_next("node-a", first_due, 10, FUNCS)
+    won = locking.runs.claim_next("node-a", first_due, 10, excluded)
     assert [r.id for r in won] == ids[:1]
-    won = locking.runs.claim_next("node-a", _later(locking), 10, FUNCS)
+    won = locking.runs.claim_next("node-a", _later(locking), 10, excluded)
     assert [r.id for r in won] == ids[1:]
-    assert {i: s for i, (s, _, _) in _rows(locking, paused + other).items()} == {
-        i: "PENDING" for i in paused + other
-    }
-    # without a function filter, the other function's run is claimable; the paused ones never
+    rows = {i: s for i, (s, _, _) in _rows(locking, paused + other).items()}
+    assert rows == {**{i: "SKIPPED" for i in paused}, **{i: "PENDING" for i in other}}
+    # without the exclusion, the other task's run is claimable; the paused ones never were
     assert [r.id for r in locking.runs.claim_next("node-a", _later(locking), 10)] == other
 
 
@@ -110,9 +108,9 @@ def test_steps_over_runs_another_transaction_holds_without_waiting(locking: Stor
     ids = make_pending(locking, fires=6)
     with _held(locking, sa.select(d.c.id).where(d.c.id.in_(ids[:4]))) as locked:
         assert locked == ids[:4]
-        won = _in_thread(lambda: locking.runs.claim_next("node-a", _later(locking), 10, FUNCS))
+        won = _in_thread(lambda: locking.runs.claim_next("node-a", _later(locking), 10))
         assert [r.id for r in won] == ids[4:]  # type: ignore[attr-defined]
-    assert [r.id for r in locking.runs.claim_next("node-b", _later(locking), 10, FUNCS)] == ids[:4]
+    assert [r.id for r in locking.runs.claim_next("node-b", _later(locking), 10)] == ids[:4]
 
 
 def test_a_locked_task_row_does_not_hide_its_runs(locking: Store) -> None:
@@ -120,7 +118,7 @@ def test_a_locked_task_row_does_not_hide_its_runs(locking: Store) -> None:
     neither blocks the claim nor hides the task's runs from it."""
     ids = make_pending(locking, fires=3)
     with _held(locking, sa.select(t.c.id).where(t.c.name == "job")):
-        won = _in_thread(lambda: locking.runs.claim_next("node-a", _later(locking), 10, FUNCS))
+        won = _in_thread(lambda: locking.runs.claim_next("node-a", _later(locking), 10))
         assert [r.id for r in won] == ids  # type: ignore[attr-defined]
 
 
@@ -129,7 +127,7 @@ def _claim_all(url: str, node: str, start: object, out: object) -> None:
     start.wait()  # type: ignore[attr-defined]
     horizon = store.db.now() + timedelta(days=1)
     won: list[int] = []
-    while batch := store.runs.claim_next(node, horizon, 7, FUNCS):
+    while batch := store.runs.claim_next(node, horizon, 7):
         won += [run.id for run in batch]
     out.put((node, won))  # type: ignore[attr-defined]
     store.close()
@@ -156,7 +154,7 @@ def test_the_mode_is_refused_by_name_off_postgresql(store: Store) -> None:
     with pytest.raises(ConfigError, match=f"offered on PostgreSQL only, not on {name} "):
         node.start()
     with pytest.raises(ConfigError, match="offered on PostgreSQL only"):
-        store.runs.claim_next("node-a", _later(store), 10, FUNCS)
+        store.runs.claim_next("node-a", _later(store), 10)
 
 
 def test_the_mode_and_a_strategy_that_picks_runs_are_refused_together() -> None:
@@ -176,14 +174,14 @@ def test_optimistic_and_skip_locked_claims_share_runs_exactly_once(locking: Stor
     def optimistic(node: str) -> None:
         start.wait()
         got: list[int] = []
-        while candidates := locking.runs.pending(horizon, 9, FUNCS):
+        while candidates := locking.runs.pending(horizon, 9):
             got += [run.id for run in locking.runs.claim(node, candidates)]
         won[node] = got
 
     def skipping(node: str) -> None:
         start.wait()
         got: list[int] = []
-        while batch := locking.runs.claim_next(node, horizon, 9, FUNCS):
+        while batch := locking.runs.claim_next(node, horizon, 9):
             got += [run.id for run in batch]
         won[node] = got
 
