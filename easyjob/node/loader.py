@@ -235,7 +235,9 @@ class Loader(Loop):
         self.lost += len(chosen) - len(won)
         self._metrics.claims(len(won), len(chosen) - len(won))
         self._dispatcher.submit(won)
-        return len(won) == room
+        # more at once: a full batch won, or some won from a full read (a backlog: the runs
+        # lost to other nodes are theirs, the next read finds others)
+        return len(won) == room or (bool(won) and len(pending) == limit)
 
     def _miss_late(self, candidates: list[Candidate], now: datetime) -> bool:
         """Apply the misfire policy to candidates later than their task's grace; True
