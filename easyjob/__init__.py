@@ -21,6 +21,7 @@ from easyjob.errors import (
     UnknownStrategyError,
     UnknownTimeZoneError,
 )
+from easyjob.events import EventKind, RunEvent
 from easyjob.node.node import Node
 from easyjob.registry import Registry
 from easyjob.store import Store
@@ -35,12 +36,14 @@ __all__ = [
     "DatabaseURLError",
     "DatabaseUnavailableError",
     "EasyJobError",
+    "EventKind",
     "FakeClock",
     "Misfire",
     "Node",
     "NodeConfig",
     "Overlap",
     "Registry",
+    "RunEvent",
     "SchemaMissingError",
     "SchemaVersionError",
     "Store",

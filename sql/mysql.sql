@@ -1,4 +1,4 @@
--- easyjob schema version 2 for mysql.
+-- easyjob schema version 3 for mysql.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
@@ -79,6 +79,8 @@ CREATE TABLE easy_job_task_detail (
 	recoveries INTEGER NOT NULL DEFAULT 0,
 	missed_count BIGINT,
 	last_fire_time DATETIME(6),
+	result JSON,
+	traceback MEDIUMTEXT,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key)
 )COMMENT='One row per attempt of a fire (the run history); claimed by version-checked UPDATEs.';
@@ -93,4 +95,4 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '2');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '3');

@@ -1,4 +1,4 @@
--- easyjob schema version 2 for sqlite.
+-- easyjob schema version 3 for sqlite.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
@@ -78,6 +78,8 @@ CREATE TABLE easy_job_task_detail (
 	recoveries INTEGER DEFAULT 0 NOT NULL,
 	missed_count BIGINT,
 	last_fire_time DATETIME,
+	result JSON,
+	traceback TEXT,
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key)
 );
 
@@ -91,4 +93,4 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '2');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '3');

@@ -248,6 +248,7 @@ class HeldRun:
     fire_time: datetime
     attempt: int
     recoveries: int = 0  # times a node died while running this fire (see RunStore.recover)
+    task_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -298,3 +299,5 @@ class HistoryRow:
     recoveries: int = 0
     missed_count: int | None = None
     last_fire_time: datetime | None = None
+    result: Any = None  # the job's JSON return value (see easyjob.core.outcome)
+    traceback: str | None = None
