@@ -69,6 +69,10 @@ class Hooks:
         if self._listeners or self._per_task:
             self._thread.start()
 
+    def alive(self) -> bool:
+        """Whether the event thread runs."""
+        return self._thread.is_alive()
+
     def stop(self, timeout: float = DRAIN_S) -> None:
         """Deliver what is queued for up to *timeout* seconds, then stop the thread."""
         with self._cond:
