@@ -3,8 +3,8 @@
 An ``async def`` job (or a function that returns an awaitable) runs to completion on an
 event loop of its own, made on its worker thread for the call (``asyncio.Runner``): a
 coroutine that blocks its loop blocks only its own worker, as a blocking function would,
-and it costs about 0.06-0.09 ms per call here, about what handing the coroutine to one
-shared loop thread costs (0.07 ms; see ``docs/embedding.md``), with no thread to manage.
+and it costs about 0.08-0.12 ms per call here, 0.03-0.06 ms more than a bare loop or one
+shared loop thread (``tests/perf/async_cost.py``; figures in ``docs/embedding.md``).
 Setting the run's cancellation flag (its timeout, or a shutdown past its grace) cancels
 the coroutine's task, so it ends at its next ``await``.
 
