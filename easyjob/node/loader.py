@@ -233,7 +233,7 @@ class Loader(Loop):
             # one count per statement: by task when one task was late, else under "other"
             names = {c.task_name for c in candidates if c.task_id in late}
             self._metrics.misfired(next(iter(names)) if len(names) == 1 else "other", marked)
-            self._report_marked(candidates, late, marked)
+            self._report_marked(candidates, late, marked, now)
             self.log.warning(
                 "marked %d run(s) of %d task(s) MISSED: later than their misfire grace",
                 marked,
@@ -267,14 +267,14 @@ class Loader(Loop):
                     )
 
     def _report_marked(
-        self, candidates: list[Candidate], late: Mapping[int, object], marked: int
+        self, candidates: list[Candidate], late: Mapping[int, object], marked: int, now: datetime
     ) -> None:
         """A ``missed`` event per task whose PENDING runs were marked MISSED in bulk: with
         the exact count when one task was, else with the count of its runs read here."""
         hooks = self._dispatcher.hooks
         read: dict[int, list[Candidate]] = {}
         for c in candidates:
-            if c.task_id in late and c.due_time < self._liveness.db_now() - c.grace:
+            if c.task_id in late and c.due_time < now - c.grace:
                 read.setdefault(c.task_id, []).append(c)
         for runs in read.values():
             name = runs[0].task_name

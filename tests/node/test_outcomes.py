@@ -256,15 +256,18 @@ def test_hooks_run_off_the_dispatcher_thread_and_never_hold_up_its_writes(
 def test_missed_runs_are_reported_with_how_many(
     rig: Callable[..., Rig], registry: Registry
 ) -> None:
-    task(registry, "m", "* * * * * *", misfire="skip", misfire_grace=1)
-    node = rig(listeners=[record])
-    node.tick()
-    node.tick(120)  # every node was down for two minutes
+    task(registry, "m", "* * * * * *", misfire="skip", misfire_grace=1, overlap="allow")
+    node = rig(listeners=[record], lookahead=10.0)
+    node.tick()  # runs claimed ahead wait in the timetable...
+    assert node.node.dispatcher.counts()["waiting"] >= 2
+    node.tick(120)  # ...and the node stalled for two minutes
     missed = [r for r in node.history("m") if r.status == RunStatus.MISSED]
     reported = [e for e in events if e.kind == EventKind.MISSED]
-    assert missed and reported
-    assert sum(e.count for e in reported) == sum(r.missed_count or 1 for r in missed)
+    assert sum(e.count for e in reported) == sum(r.missed_count or 1 for r in missed) > 100
     assert all(e.task_name == "m" and e.error for e in reported)
+    closed_at_start = {e.run_id for e in reported if e.run_id is not None}
+    assert len(closed_at_start) >= 2, "each run closed where it waited is its own event"
+    assert any(e.run_id is None and e.count > 1 for e in reported), "a planned gap: one event"
 
 
 def test_a_recovered_run_is_reported(rig: Callable[..., Rig], registry: Registry) -> None:
@@ -313,3 +316,25 @@ def test_a_generator_function_is_refused_at_decoration(registry: Registry) -> No
     gen.__qualname__ = "gen"
     with pytest.raises(TaskDefinitionError, match="is a generator function"):
         scheduled(AT_1S, name="g", registry=registry)(gen)
+
+
+def test_a_backlog_marked_missed_in_bulk_is_reported_per_task(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    task(registry, "once", "*/5 * * * * *", misfire_grace=1, on_missed=record)
+    node = rig(lookahead=60.0)
+    node.tick()  # fires for the next minute written and claimed...
+    node.node.dispatcher.close(0)  # ...then the node dies with them in hand
+    node.sql("UPDATE easy_job_task_detail SET status = 'PENDING', node_id = NULL")
+    node.age_pending(120)  # two minutes later, the next incarnation finds the backlog
+    node = rig(node_id="n2", lookahead=2.0)
+    node.tick()
+    missed = [r for r in node.history("once") if r.status == RunStatus.MISSED]
+    assert len(missed) >= 10 and [e.kind for e in events] == [EventKind.MISSED]
+    (event,) = events
+    assert (event.task_name, event.node_id, event.run_id, event.count) == (
+        "once",
+        "n2",
+        None,
+        len(missed),
+    )
