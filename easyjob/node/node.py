@@ -111,7 +111,13 @@ class Node:
                     f"node {self.config.node_id} was started already; a node starts once "
                     "(create a new Node to start again)"
                 )
-            self._start_locked()
+            try:
+                self._start_locked()
+            except BaseException:
+                if not self._threads_started:  # e.g. the database was unreachable: may retry
+                    self._prepared = False
+                    self.registry.released_by(self.config.node_id)
+                raise
 
     def _start_locked(self) -> None:
         if self._http is not None and isinstance(self.metrics, NodeMetrics):

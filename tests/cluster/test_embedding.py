@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from easyjob import EasyJobError, Node, NodeConfig, Registry, Store, scheduled
+from easyjob import EasyJobError, Node, NodeConfig, Registry, Store, TaskDefinitionError, scheduled
 from easyjob.core.states import NodeStatus, RunStatus
 from tests.cluster.harness import wait_until
 
@@ -112,3 +112,16 @@ def test_stop_from_many_threads_at_once_stops_the_node_once(store: Store) -> Non
     for thread in threads:
         thread.join(30)
     assert returned == [NodeStatus.STOPPED] * 4
+
+
+def test_a_start_that_failed_leaves_the_registry_open_and_may_be_retried(store: Store) -> None:
+    registry = Registry()
+    scheduled(parent="missing", name="orphan", registry=registry)(noop)
+    node = Node(store, NodeConfig(node_id="app-2"), registry=registry)
+    for _ in range(2):  # the same error again, not "started already"
+        with pytest.raises(TaskDefinitionError, match="unknown parent task 'missing'"):
+            node.start()
+    scheduled("* * * * * *", name="missing", registry=registry)(noop)  # not refused
+    with node:
+        assert _status(store, "app-2") == NodeStatus.RUNNING
+    assert _status(store, "app-2") == NodeStatus.STOPPED
