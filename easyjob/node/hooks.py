@@ -78,8 +78,8 @@ class Hooks:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)  # (a hook that stops the node must not wait for itself)
         with self._cond:
             left = len(self._queue) + self._busy
         if left:
