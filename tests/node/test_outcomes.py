@@ -338,3 +338,30 @@ def test_a_backlog_marked_missed_in_bulk_is_reported_per_task(
         None,
         len(missed),
     )
+
+
+@pytest.mark.parametrize("max_recoveries", [1, 0])
+def test_a_dead_nodes_run_is_reported_recovered_or_failed_for_good(
+    rig: Callable[..., Rig], registry: Registry, max_recoveries: int
+) -> None:
+    task(registry, "t", AT_1S, on_recovered=record, on_failure=record)
+    dead = rig(node_id="dead")
+    dead.keep = lambda name: True  # its job runs on when the node dies
+    _run_once(dead)
+    alive = rig(node_id="alive", max_recoveries=max_recoveries)
+    alive.run_for(10, step=1.0)  # ten seconds of its own heartbeats: "dead" is silent
+    alive.node.recovery.step()
+    alive.tick()
+    (event,) = events
+    first = alive.history("t")[0]
+    if max_recoveries:
+        assert (event.kind, event.run_id, event.node_id) == (EventKind.RECOVERED, first.id, "alive")
+        assert event.new_run_id == alive.history("t")[1].id
+        assert alive.history("t")[1].status == RunStatus.SUCCESS
+    else:
+        assert (event.kind, event.run_id, first.status) == (
+            EventKind.FAILURE,
+            first.id,
+            RunStatus.FAILED,
+        )
+        assert (event.error or "").startswith("its node died while running it (last: dead)")
