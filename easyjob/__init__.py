@@ -22,6 +22,7 @@ from easyjob.errors import (
     UnknownStrategyError,
     UnknownTimeZoneError,
 )
+from easyjob.events import EventKind, RunEvent
 from easyjob.node.node import Node
 from easyjob.registry import Registry
 from easyjob.store import Store
@@ -36,12 +37,14 @@ __all__ = [
     "DatabaseURLError",
     "DatabaseUnavailableError",
     "EasyJobError",
+    "EventKind",
     "FakeClock",
     "Misfire",
     "Node",
     "NodeConfig",
     "Overlap",
     "Registry",
+    "RunEvent",
     "SchemaMissingError",
     "SchemaVersionError",
     "Store",

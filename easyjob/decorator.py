@@ -11,6 +11,7 @@ from easyjob.core.cron import CronSchedule
 from easyjob.core.records import TaskSpec
 from easyjob.core.states import Misfire, Overlap
 from easyjob.errors import ConfigError, TaskDefinitionError
+from easyjob.events import EventKind, Hook
 from easyjob.registry import Registry, default_registry, func_path
 
 __all__ = ["runnable", "scheduled"]
@@ -35,6 +36,10 @@ def scheduled(
     timeout: Seconds | None = None,
     kwargs: Mapping[str, Any] | None = None,
     enabled: bool = True,
+    on_success: Hook | None = None,
+    on_failure: Hook | None = None,
+    on_missed: Hook | None = None,
+    on_recovered: Hook | None = None,
     registry: Registry | None = None,
     every: timedelta | str | float | None = None,
     start: datetime | None = None,
@@ -56,7 +61,11 @@ def scheduled(
     *cron* given together with *parent* is accepted for compatibility with easy-job (where
     Spring's ``@Scheduled`` required one) and ignored: a child runs after its parent.
     *cron_dialect* (``'unix'``, ``'spring'``, ``'quartz'``) says how *cron* is read; by
-    default the field count decides (see ``docs/cron.md``).
+    default the field count decides (see ``docs/cron.md``). The function may be an
+    ``async def``: it runs to completion on an event loop, and its timeout cancels it.
+    Its JSON return value is stored in the run's ``result`` (see ``docs/events.md``).
+    *on_success*, *on_failure* (no retry left), *on_missed* and *on_recovered* are hooks
+    called with a :class:`~easyjob.events.RunEvent` on the node's event thread.
     Everything is validated here, with errors naming the function and the bad value.
     """
 
@@ -94,7 +103,13 @@ def scheduled(
                 max_runs=max_runs,
                 accepts=(accepts,) if isinstance(accepts, str) else tuple(accepts),
             )
-            (registry if registry is not None else default_registry).add(fn, spec, parent)
+            hooks = _hooks(
+                on_success=on_success,
+                on_failure=on_failure,
+                on_missed=on_missed,
+                on_recovered=on_recovered,
+            )
+            (registry if registry is not None else default_registry).add(fn, spec, parent, hooks)
         except ConfigError as err:
             raise type(err)(f"{where}: {err}") from err
         return fn
@@ -123,6 +138,17 @@ def runnable(
         return fn
 
     return decorate(fn) if fn is not None else decorate
+
+
+def _hooks(**given: Hook | None) -> dict[EventKind, Hook]:
+    hooks = {}
+    for name, hook in given.items():
+        if hook is None:
+            continue
+        if not callable(hook):
+            raise TaskDefinitionError(f"{name} must be a callable taking a RunEvent, got {hook!r}")
+        hooks[EventKind(name.removeprefix("on_"))] = hook
+    return hooks
 
 
 def _seconds(value: Seconds, name: str) -> timedelta:

@@ -7,12 +7,14 @@ and JSON arguments, never code.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from easyjob.core.records import TaskSpec
 from easyjob.errors import TaskDefinitionError
+from easyjob.events import EventKind, Hook
 
 __all__ = ["Registered", "Registry", "default_registry", "func_path"]
 
@@ -27,16 +29,22 @@ class Registered:
     spec: TaskSpec
     fn: Callable[..., Any]
     takes_context: bool
+    hooks: Mapping[EventKind, Hook] = field(default_factory=dict)
 
 
 class Registry:
     """Tasks by name. Parents are references (a task name, a function name in the same
-    module, or a function) resolved by :meth:`resolved` once every module is imported."""
+    module, or a function) resolved by :meth:`resolved` once every module is imported.
+
+    A node reads its registry once, when it starts: from then until it stops, adding a task
+    is an error naming the function (a task added later would silently never run)."""
 
     def __init__(self) -> None:
         self._tasks: dict[str, Registered] = {}
         self._parents: dict[str, str | Callable[..., Any]] = {}
         self._runnable: dict[str, Registered] = {}
+        self._readers: set[str] = set()
+        self._guard = threading.Lock()
 
     def allow(self, fn: Callable[..., Any], accepts: tuple[str, ...] = ()) -> None:
         """Let schedules added at run time (``easyjob schedule add``) call *fn*, passing
@@ -50,14 +58,35 @@ class Registry:
         return dict(self._runnable)
 
     def add(
-        self, fn: Callable[..., Any], spec: TaskSpec, parent: str | Callable[..., Any] | None = None
+        self,
+        fn: Callable[..., Any],
+        spec: TaskSpec,
+        parent: str | Callable[..., Any] | None = None,
+        hooks: Mapping[EventKind, Hook] | None = None,
+    ) -> None:
+        with self._guard:
+            if self._readers:
+                nodes = ", ".join(sorted(self._readers))
+                raise TaskDefinitionError(
+                    f"task {spec.name!r} ({spec.func}) added after node {nodes} started with "
+                    "this registry: it would never run there. Define tasks before "
+                    "Node.start() (import their modules first), or stop the node first"
+                )
+            self._add(fn, spec, parent, hooks)
+
+    def _add(
+        self,
+        fn: Callable[..., Any],
+        spec: TaskSpec,
+        parent: str | Callable[..., Any] | None,
+        hooks: Mapping[EventKind, Hook] | None,
     ) -> None:
         existing = self._tasks.get(spec.name)
         if existing is not None and existing.spec.func != spec.func:
             raise TaskDefinitionError(
                 f"duplicate task name {spec.name!r}: used by {existing.spec.func} and {spec.func}"
             )
-        self._tasks[spec.name] = Registered(spec, fn, _takes_context(fn, spec))
+        self._tasks[spec.name] = Registered(spec, fn, _takes_context(fn, spec), dict(hooks or {}))
         if parent is not None:
             self._parents[spec.name] = parent
 
@@ -74,9 +103,23 @@ class Registry:
         return {r.spec.func: r for r in self._tasks.values()}
 
     def clear(self) -> None:
-        self._tasks.clear()
-        self._parents.clear()
-        self._runnable.clear()
+        """Forget every task (and every node that read the registry)."""
+        with self._guard:
+            self._tasks.clear()
+            self._parents.clear()
+            self._runnable.clear()
+            self._readers.clear()
+
+    def read_by(self, node_id: str) -> None:
+        """Node *node_id* read this registry to start: refuse additions until
+        :meth:`released_by`."""
+        with self._guard:
+            self._readers.add(node_id)
+
+    def released_by(self, node_id: str) -> None:
+        """Node *node_id* stopped: it no longer needs this registry fixed."""
+        with self._guard:
+            self._readers.discard(node_id)
 
     def resolved(self) -> list[TaskSpec]:
         """Every spec with its parent resolved to a task name, parents before children.
@@ -131,6 +174,12 @@ class Registry:
 
 
 def _takes_context(fn: Callable[..., Any], spec: TaskSpec) -> bool:
+    if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        kind = "an async generator" if inspect.isasyncgenfunction(fn) else "a generator"
+        raise TaskDefinitionError(
+            f"task {spec.name!r}: {spec.func} is {kind} function; calling it would not run "
+            "its body: use a plain or an async def function"
+        )
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError) as err:

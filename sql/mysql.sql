@@ -90,6 +90,8 @@ CREATE TABLE easy_job_task_detail (
 	missed_count BIGINT,
 	last_fire_time DATETIME(6),
 	kwargs JSON,
+	result JSON,
+	traceback MEDIUMTEXT,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key)
 )COMMENT='One row per attempt of a fire (the run history); claimed by version-checked UPDATEs.';

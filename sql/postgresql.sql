@@ -90,6 +90,8 @@ CREATE TABLE easy_job_task_detail (
 	missed_count BIGINT,
 	last_fire_time TIMESTAMP WITHOUT TIME ZONE,
 	kwargs JSON,
+	result JSON,
+	traceback TEXT,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key)
 );

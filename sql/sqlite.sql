@@ -89,6 +89,8 @@ CREATE TABLE easy_job_task_detail (
 	missed_count BIGINT,
 	last_fire_time DATETIME,
 	kwargs JSON,
+	result JSON,
+	traceback TEXT,
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key)
 );
 

@@ -91,6 +91,18 @@ def first_line(width: int) -> Callable[[Any], str]:
     return show
 
 
+def compact_json(width: int) -> Callable[[Any], str]:
+    """A cell showing a JSON value on one line, cut to *width* characters."""
+
+    def show(value: Any) -> str:
+        if value is None:
+            return "-"
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return text if len(text) <= width else text[: width - 3] + "..."
+
+    return show
+
+
 @dataclass(frozen=True)
 class Column:
     """A table column: the row key it shows (also its header) and how to show a value."""

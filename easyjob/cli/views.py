@@ -14,7 +14,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from easyjob.cli.output import Column, first_line, offset_ms, seconds
+from easyjob.cli.output import Column, compact_json, first_line, offset_ms, seconds
 from easyjob.core.records import HistoryRow, NodeRow, TaskRow
 from easyjob.core.states import TaskStatus
 from easyjob.store.history import Backlog
@@ -149,6 +149,7 @@ RUN_COLUMNS = (
     Column("triggered_by"),
     Column("node_id"),
     Column("duration_s", seconds, right=True),
+    Column("result", compact_json(30)),
     Column("error_msg", first_line(60)),
 )
 

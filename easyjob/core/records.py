@@ -340,6 +340,7 @@ class HeldRun:
     attempt: int
     recoveries: int = 0  # times a node died while running this fire (see RunStore.recover)
     kwargs: dict[str, Any] | None = None  # a trigger's arguments, carried to the new attempt
+    task_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -392,3 +393,5 @@ class HistoryRow:
     recoveries: int = 0
     missed_count: int | None = None
     last_fire_time: datetime | None = None
+    result: Any = None  # the job's JSON return value (see easyjob.core.outcome)
+    traceback: str | None = None

@@ -15,7 +15,9 @@ worker threads only ever hold running jobs. Each round of the thread (:meth:`ste
 4. hands back (version-checked release) runs that are due but found no free worker
    within the node's overdue grace, so that another node may take them.
 
-All run-state writes go through one :class:`~easyjob.node.writer.RunWriter`.
+All run-state writes go through one :class:`~easyjob.node.writer.RunWriter`. Once a
+success, a final failure or a miss is written, its event goes to the node's
+:class:`~easyjob.node.hooks.Hooks` (delivered on their own thread).
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ from datetime import datetime, timedelta
 
 from easyjob.clock import Clock
 from easyjob.core.config import NodeConfig
+from easyjob.core.outcome import Outcome
 from easyjob.core.records import Run
 from easyjob.core.states import Misfire, Overlap, RunStatus
-from easyjob.node.executor import JobRunner
+from easyjob.events import EventKind, RunEvent
+from easyjob.node.executor import CancelFlag, JobRunner
+from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.timetable import Room, Timetable
 from easyjob.node.writer import RunWriter
@@ -51,7 +56,7 @@ class _Active:
 
     run: Run
     deadline: float | None  # monotonic; None: no timeout
-    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel: CancelFlag = field(default_factory=CancelFlag)
     timed_out: bool = False
 
 
@@ -72,8 +77,11 @@ class Dispatcher:
         on_free: Callable[[], None] | None = None,
         metrics: Metrics = NO_METRICS,
         runnable: Mapping[str, Registered] | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self._clock = clock
+        self._node_id = config.node_id
+        self.hooks = hooks if hooks is not None else Hooks({})
         self._metrics = metrics
         self._liveness = liveness
         self._grace = timedelta(seconds=config.overdue_grace_s)
@@ -82,7 +90,7 @@ class Dispatcher:
         self._on_free = on_free
         self._lock = threading.Condition()
         self._table = Timetable(config.workers)
-        self._outcomes: list[tuple[Run, str | None, float]] = []
+        self._outcomes: list[tuple[Run, Outcome, float]] = []
         self._active: dict[int, _Active] = {}
         self._poked = False
         self._closed = False
@@ -172,10 +180,10 @@ class Dispatcher:
         self._poked = True
         self._lock.notify_all()
 
-    def _returned(self, run: Run, error: str | None, seconds: float) -> None:
+    def _returned(self, run: Run, outcome: Outcome, seconds: float) -> None:
         """A job's function returned (on its worker thread)."""
         with self._lock:
-            self._outcomes.append((run, error, seconds))
+            self._outcomes.append((run, outcome, seconds))
             self._poke()
 
     def step(self) -> float | None:
@@ -207,18 +215,26 @@ class Dispatcher:
                     "(the run was failed at the timeout)",
                     seconds,
                 )
-        wins = [run for run, error, _ in outcomes if error is None and run.id not in timed_out]
+        wins = [o for o in outcomes if o[1].ok and o[0].id not in timed_out]
         won = self.writer.succeed(wins) if wins else set()
-        for run in wins:
+        for run, outcome, seconds in wins:
             if won is not None and run.id not in won:
                 self.writer.fenced(run)
+            elif won is not None:
+                self._event(EventKind.SUCCESS, run, outcome, seconds)
         written = len(won or ())
-        for run, error, _ in outcomes:
-            if error is not None and run.id not in timed_out:
-                written += bool(self.writer.fail(run, error))
-        for run, error, seconds in outcomes:
-            outcome = "failure" if error is not None or run.id in timed_out else "success"
-            self._metrics.run_finished(run.task_name, outcome, seconds)
+        for run, outcome, seconds in outcomes:
+            if outcome.ok or run.id in timed_out:
+                continue
+            failed = self.writer.fail(
+                run, outcome.error or "", traceback=outcome.traceback, exception=outcome.exception
+            )
+            written += bool(failed)
+            if failed and run.attempt > run.retries:
+                self._event(EventKind.FAILURE, run, outcome, seconds)
+        for run, outcome, seconds in outcomes:
+            ended = "failure" if not outcome.ok or run.id in timed_out else "success"
+            self._metrics.run_finished(run.task_name, ended, seconds)
         with self._lock:
             self.completed += written
             for run, _, seconds in outcomes:
@@ -238,9 +254,12 @@ class Dispatcher:
         for active in expired:
             run = active.run
             seconds = (run.timeout_ms or 0) / 1000
-            written = self.writer.fail(run, f"timed out after {seconds:g}s")
+            error = f"timed out after {seconds:g}s"
+            written = self.writer.fail(run, error)
             active.timed_out = True
             active.cancel.set()
+            if written and run.attempt > run.retries:
+                self._event(EventKind.FAILURE, run, Outcome(error=error), seconds)
             with self._lock:
                 self._table.timed_out(run.id)
                 stuck = self._table.stuck
@@ -267,8 +286,8 @@ class Dispatcher:
             status, reason = why
             if status == RunStatus.PENDING:
                 self.writer.release([run], reason)
-            else:
-                self.writer.close(run, status, reason)
+            elif self.writer.close(run, status, reason) and status == RunStatus.MISSED:
+                self._event(EventKind.MISSED, run, Outcome(error=reason), None)
             self._dropped(run)
         if not batch:
             return
@@ -318,6 +337,25 @@ class Dispatcher:
             self._table.started(run, self._clock.monotonic())
             self._active[run.id] = active
         self.jobs.submit(run, active.cancel)
+
+    def _event(self, kind: EventKind, run: Run, outcome: Outcome, seconds: float | None) -> None:
+        if not self.hooks.wants(run.task_name, kind):
+            return
+        self.hooks.emit(
+            RunEvent(
+                kind=kind,
+                task_name=run.task_name,
+                node_id=self._node_id,
+                run_id=run.id,
+                fire_time=run.fire_time,
+                attempt=run.attempt,
+                duration_s=seconds,
+                result=outcome.result,
+                error=outcome.error if outcome.error is not None else outcome.note,
+                traceback=outcome.traceback,
+                exception=outcome.exception,
+            )
+        )
 
     def _dropped(self, run: Run) -> None:
         with self._lock:

@@ -10,8 +10,9 @@ from easyjob.core.config import NodeConfig
 from easyjob.core.planner import plan_advance
 from easyjob.core.records import ORIGIN_RUNTIME, Advance, Candidate, TaskRow
 from easyjob.core.schedule import Schedule
-from easyjob.core.states import Misfire, Overlap
+from easyjob.core.states import Misfire, Overlap, RunStatus
 from easyjob.core.strategies import ClusterView, LeastCountStrategy, Strategy, overdue
+from easyjob.events import EventKind, RunEvent
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Membership
 from easyjob.node.liveness import Liveness
@@ -152,6 +153,7 @@ class Loader(Loop):
                 self._config.node_id, advances, on_error=self._unplannable.failed_write
             )
             count_misfires(self._metrics, due, advances, won)
+            self._report_planned_misses(due, advances, won)
         return backlog or len(due) == self._config.batch
 
     def _plan(self, task: TaskRow, now: datetime, horizon: datetime) -> tuple[Advance | None, bool]:
@@ -254,13 +256,65 @@ class Loader(Loop):
             self.missed += marked
             # one count per statement: by task when one task was late, else under "other"
             names = {c.task_name for c in candidates if c.task_id in late}
-            self._metrics.misfired(names.pop() if len(names) == 1 else "other", marked)
+            self._metrics.misfired(next(iter(names)) if len(names) == 1 else "other", marked)
+            self._report_marked(candidates, late, marked, now)
             self.log.warning(
                 "marked %d run(s) of %d task(s) MISSED: later than their misfire grace",
                 marked,
                 len(late),
             )
         return marked > 0
+
+    def _report_planned_misses(
+        self, tasks: list[TaskRow], advances: list[Advance], won: Iterable[int]
+    ) -> None:
+        """A ``missed`` event per MISSED row the planner wrote (one row may stand for
+        ``missed_count`` fires)."""
+        hooks = self._dispatcher.hooks
+        names = {task.id: task.name for task in tasks}
+        written = set(won)
+        for advance in advances:
+            name = names[advance.task_id]
+            if advance.task_id not in written or not hooks.wants(name, EventKind.MISSED):
+                continue
+            for fire in advance.fires:
+                if fire.status == RunStatus.MISSED:
+                    hooks.emit(
+                        RunEvent(
+                            kind=EventKind.MISSED,
+                            task_name=name,
+                            node_id=self._config.node_id,
+                            fire_time=fire.fire_time,
+                            error=fire.error_msg,
+                            count=fire.missed_count or 1,
+                        )
+                    )
+
+    def _report_marked(
+        self, candidates: list[Candidate], late: Mapping[int, object], marked: int, now: datetime
+    ) -> None:
+        """A ``missed`` event per task whose PENDING runs were marked MISSED in bulk: with
+        the exact count when one task was, else with the count of its runs read here."""
+        hooks = self._dispatcher.hooks
+        read: dict[int, list[Candidate]] = {}
+        for c in candidates:
+            if c.task_id in late and c.due_time < now - c.grace:
+                read.setdefault(c.task_id, []).append(c)
+        for runs in read.values():
+            name = runs[0].task_name
+            if not hooks.wants(name, EventKind.MISSED):
+                continue
+            hooks.emit(
+                RunEvent(
+                    kind=EventKind.MISSED,
+                    task_name=name,
+                    node_id=self._config.node_id,
+                    fire_time=runs[0].fire_time,
+                    error=f"missed: not started within its misfire grace "
+                    f"(policy {runs[0].misfire.value})",
+                    count=marked if len(read) == 1 else len(runs),
+                )
+            )
 
     def _choose(self, candidates: list[Candidate], now: datetime) -> list[Candidate]:
         nodes = self._membership.nodes()

@@ -7,22 +7,26 @@ import os
 import resource
 import signal
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Executor
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any
 
 from easyjob.clock import Clock, SystemClock
 from easyjob.core.config import NodeConfig
-from easyjob.core.records import TaskSpec
+from easyjob.core.records import HeldRun, TaskSpec
 from easyjob.core.states import NodeStatus
 from easyjob.core.strategies import load_strategy
+from easyjob.errors import EasyJobError
+from easyjob.events import Hook
 from easyjob.logs import ContextLogger
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Heartbeater, Membership
+from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loader import Loader
 from easyjob.node.pruner import Pruner
-from easyjob.node.recovery import Recoverer
+from easyjob.node.recovery import Recoverer, report
 from easyjob.observe.endpoint import NodeEndpoint, Probe
 from easyjob.observe.metrics import NO_METRICS, Gauges, Metrics, NodeMetrics
 from easyjob.registry import Registry, default_registry
@@ -40,7 +44,13 @@ class Node:
     ``start()`` returns once the node runs; ``stop()`` shuts it down gracefully: no new
     claims, claimed-but-not-started runs handed back, running jobs given
     ``config.shutdown_grace`` seconds while the node keeps heartbeating, then the row is
-    marked STOPPED. ``run()`` does both around SIGTERM/SIGINT.
+    marked STOPPED. ``run()`` does both around SIGTERM/SIGINT. Both are thread-safe, and a
+    node is a context manager (``with Node(store, config) as node:`` starts and stops it),
+    for running inside an application: see ``docs/embedding.md``. A node starts once.
+
+    *listeners* are hooks called with every :class:`~easyjob.events.RunEvent` (success,
+    final failure, missed, recovered runs) on the node's event thread; see
+    ``docs/events.md``.
     """
 
     def __init__(
@@ -52,7 +62,14 @@ class Node:
         clock: Clock | None = None,
         pool: Executor | None = None,
         http: tuple[str, int] | None = None,
+        listeners: Sequence[Hook] = (),
     ) -> None:
+        for hook in listeners:
+            if not callable(hook):
+                raise TypeError(f"a listener must be a callable taking a RunEvent, got {hook!r}")
+        self._listeners = list(listeners)
+        self._life = threading.Lock()
+        self._prepared = False
         self.store = store
         self._pool = pool
         self._http = http
@@ -72,8 +89,37 @@ class Node:
         self.metrics: Metrics = NodeMetrics(self.config.node_id) if http else NO_METRICS
         self._endpoint: NodeEndpoint | None = None
 
+    def __enter__(self) -> Node:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        err: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
     def start(self) -> None:
-        """Register this node and its tasks, then start its threads (and its endpoint)."""
+        """Register this node and its tasks, then start its threads (and its endpoint).
+        Thread-safe; a node starts once (a second call, or one after :meth:`stop`, is an
+        error: make a new node)."""
+        with self._life:
+            if self._prepared or self._stopped.is_set():
+                raise EasyJobError(
+                    f"node {self.config.node_id} was started already; a node starts once "
+                    "(create a new Node to start again)"
+                )
+            try:
+                self._start_locked()
+            except BaseException:
+                if not self._threads_started:  # e.g. the database was unreachable: may retry
+                    self._prepared = False
+                    self.registry.released_by(self.config.node_id)
+                raise
+
+    def _start_locked(self) -> None:
         if self._http is not None and isinstance(self.metrics, NodeMetrics):
             self._endpoint = NodeEndpoint(self._http, self.metrics, self._probe())  # binds
         try:
@@ -88,6 +134,7 @@ class Node:
 
     def _start(self) -> None:
         specs = self.prepare()
+        self.hooks.start()
         for part in (self.heartbeat, self.dispatcher, self.loader, self.recovery, self.pruner):
             part.start()
         self._threads_started = True
@@ -107,9 +154,21 @@ class Node:
         threads (:meth:`start` does; tests step the parts themselves). Returns the specs."""
         if self.config.claim_mode == "skip_locked":
             self.store.db.require_skip_locked()
+        self.registry.read_by(self.config.node_id)
+        self._prepared = True
+        try:
+            return self._prepare()
+        except BaseException:
+            self.registry.released_by(self.config.node_id)
+            raise
+
+    def _prepare(self) -> list[TaskSpec]:
         specs = self.registry.resolved()
         tasks = {spec.name: self.registry.get(spec.name) for spec in specs}
         registered = {name: entry for name, entry in tasks.items() if entry is not None}
+        self.hooks = Hooks(
+            {name: entry.hooks for name, entry in registered.items()}, self._listeners
+        )
         self.heartbeat = Heartbeater(
             self.store,
             self.config,
@@ -129,6 +188,7 @@ class Node:
             on_free=lambda: self.loader.wake(),
             metrics=self.metrics,
             runnable=self.registry.runnable(),
+            hooks=self.hooks,
         )
         self.loader = Loader(
             self.store,
@@ -143,7 +203,13 @@ class Node:
             runnable=self.registry.runnable(),
         )
         self.recovery = Recoverer(
-            self.store, self.config, self.liveness, self.log, self.dispatcher.held_ids, self.metrics
+            self.store,
+            self.config,
+            self.liveness,
+            self.log,
+            self.dispatcher.held_ids,
+            self.metrics,
+            hooks=self.hooks,
         )
         self.metrics.watch(self._gauges(), self.store.db.counters.snapshot)
         self.pruner = Pruner(self.store, self.config, self.membership, self.log)
@@ -158,12 +224,15 @@ class Node:
         predecessor held is taken back as new attempts, never adopted."""
         while held := self.store.runs.held_by(self.config.node_id, self.config.batch):
             gave_up: list[int] = []
+            recovered: list[tuple[HeldRun, int]] = []
             created = self.store.runs.recover(
                 held,
                 self.config.node_id,
                 max_recoveries=self.config.max_recoveries,
                 gave_up=gave_up,
+                recovered=recovered,
             )
+            report(self.hooks, self.config.node_id, held, recovered, gave_up)
             if gave_up:
                 self.log.error(
                     "run(s) %s FAILED, not run again: this id's previous incarnation died "
@@ -223,9 +292,18 @@ class Node:
         )
 
     def stop(self) -> None:
-        """Graceful shutdown (idempotent); the endpoint, if any, serves until the end."""
-        if self._stopped.is_set() or not self._threads_started:
-            return
+        """Graceful shutdown (idempotent and thread-safe: a call while another stops the
+        node returns once it is stopped); the endpoint, if any, serves until the end.
+        Queued events are delivered to their hooks for up to a few seconds."""
+        self._stop_requested.set()  # a run() waiting in another thread returns
+        with self._life:
+            if self._stopped.is_set() or not self._threads_started:
+                if self._prepared:
+                    self.registry.released_by(self.config.node_id)
+                return
+            self._stop_locked()
+
+    def _stop_locked(self) -> None:
         self.log.info("node %s stopping", self.config.node_id)
         self._stop_requested.set()
         self.loader.stop()
@@ -240,14 +318,27 @@ class Node:
         self.pruner.stop()
         self.heartbeat.stop()
         self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPED)
+        self.hooks.stop()
+        self.registry.released_by(self.config.node_id)
         self._stopped.set()
         self.log.info("node %s stopped", self.config.node_id)
         if self._endpoint is not None:
             self._endpoint.close()
 
-    def run(self) -> None:
-        """Start, run until SIGTERM or SIGINT, then stop gracefully. A second signal exits
-        the process at once (status 130)."""
+    def run(self, install_signals: bool | None = None) -> None:
+        """Start, run until SIGTERM or SIGINT (or until :meth:`stop` is called from another
+        thread), then stop gracefully. A second signal exits the process at once (status
+        130). Signal handlers can only be installed on the main thread: by default
+        (*install_signals* None) they are installed there and not elsewhere; True off the
+        main thread is an error."""
+        main = threading.current_thread() is threading.main_thread()
+        if install_signals and not main:
+            raise EasyJobError(
+                "Node.run(install_signals=True) must be called from the main thread: Python "
+                "only delivers signals there (call run() or start()/stop() elsewhere)"
+            )
+        if install_signals is None:
+            install_signals = main
 
         first_at: list[float] = []
 
@@ -262,8 +353,9 @@ class Node:
             self.log.info("received %s: shutting down", signal.Signals(signum).name)
             self._stop_requested.set()
 
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        if install_signals:
+            signal.signal(signal.SIGTERM, on_signal)
+            signal.signal(signal.SIGINT, on_signal)
         self.start()
         try:
             while not self._stop_requested.wait(0.5):

@@ -7,6 +7,9 @@ import logging
 from collections.abc import Callable
 
 from easyjob.core.config import NodeConfig
+from easyjob.core.records import HeldRun
+from easyjob.events import EventKind, RunEvent
+from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
 from easyjob.observe.metrics import NO_METRICS, Metrics
@@ -38,8 +41,10 @@ class Recoverer(Loop):
         log: logging.LoggerAdapter[logging.Logger],
         known: Callable[[], set[int]],
         metrics: Metrics = NO_METRICS,
+        hooks: Hooks | None = None,
     ) -> None:
         super().__init__(config.heartbeat, log)
+        self._hooks = hooks if hooks is not None else Hooks({})
         self._metrics = metrics
         self._store = store
         self._config = config
@@ -63,12 +68,15 @@ class Recoverer(Loop):
         if not held:
             return None
         gave_up: list[int] = []
+        recovered: list[tuple[HeldRun, int]] = []
         created = self._store.runs.recover(
             held,
             self._config.node_id,
             max_recoveries=self._config.max_recoveries,
             gave_up=gave_up,
+            recovered=recovered,
         )
+        report(self._hooks, self._config.node_id, held, recovered, gave_up)
         self._metrics.recovered(len(created))
         dead = sorted({h.node_id for h in held})
         self.log.warning(
@@ -95,7 +103,47 @@ class Recoverer(Loop):
         if not orphans:
             return 0
         reason = f"node {me} lost track of it (a write's reply was lost); taken back by {me}"
-        created = self._store.runs.recover(orphans, me, reason=reason)
+        recovered: list[tuple[HeldRun, int]] = []
+        created = self._store.runs.recover(orphans, me, reason=reason, recovered=recovered)
+        report(self._hooks, me, orphans, recovered, [])
         self._metrics.recovered(len(created))
         self.log.warning("took back %d run(s) this node had lost track of", len(created))
         return len(created)
+
+
+def report(
+    hooks: Hooks,
+    node_id: str,
+    held: list[HeldRun],
+    recovered: list[tuple[HeldRun, int]],
+    gave_up: list[int],
+) -> None:
+    """Emit a ``recovered`` event per run taken back, a ``failure`` per run given up."""
+    for run, new_id in recovered:
+        if hooks.wants(run.task_name, EventKind.RECOVERED):
+            hooks.emit(
+                RunEvent(
+                    kind=EventKind.RECOVERED,
+                    task_name=run.task_name,
+                    node_id=node_id,
+                    run_id=run.id,
+                    fire_time=run.fire_time,
+                    attempt=run.attempt,
+                    new_run_id=new_id,
+                    error=f"held by {run.node_id} ({run.status})",
+                )
+            )
+    ended = set(gave_up)
+    for run in held:
+        if run.id in ended and hooks.wants(run.task_name, EventKind.FAILURE):
+            hooks.emit(
+                RunEvent(
+                    kind=EventKind.FAILURE,
+                    task_name=run.task_name,
+                    node_id=node_id,
+                    run_id=run.id,
+                    fire_time=run.fire_time,
+                    attempt=run.attempt,
+                    error=f"its node died while running it (last: {run.node_id}); not run again",
+                )
+            )

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from easyjob.core.outcome import Outcome
 from easyjob.core.records import Run
 from easyjob.core.states import RunStatus
 from easyjob.logs import ContextLogger, run_context
@@ -43,30 +44,55 @@ class RunWriter:
             runs, "start", lambda: self._store.runs.start_many(runs, exclusive=exclusive)
         )
 
-    def succeed(self, runs: Sequence[Run]) -> set[int] | None:
-        """RUNNING -> SUCCESS for *runs*; the ids written (the others were fenced)."""
-        return self._write(
-            runs, "record the success of", lambda: self._store.runs.finish_many(runs)
+    def succeed(self, done: Sequence[tuple[Run, Outcome, float]]) -> set[int] | None:
+        """RUNNING -> SUCCESS for the runs of *done* ``(run, outcome, seconds)``, with their
+        results; the ids written (the others were fenced). Each is logged at DEBUG."""
+        runs = [run for run, _, _ in done]
+        results = {run.id: o.result for run, o, _ in done if o.result is not None}
+        notes = {run.id: o.note for run, o, _ in done if o.note is not None}
+        won = self._write(
+            runs,
+            "record the success of",
+            lambda: self._store.runs.finish_many(runs, results, notes),
         )
+        if won and (notes or self._log.isEnabledFor(logging.DEBUG)):
+            for run, outcome, seconds in done:
+                if run.id not in won:
+                    continue
+                if outcome.note is not None:
+                    self.say(logging.INFO, run, "succeeded in %.3fs; %s", seconds, outcome.note)
+                else:
+                    self.say(logging.DEBUG, run, "succeeded in %.3fs", seconds)
+        return won
 
-    def fail(self, run: Run, error: str) -> bool | None:
-        """RUNNING -> FAILED with *error*, and its next attempt if it has retries left."""
+    def fail(
+        self,
+        run: Run,
+        error: str,
+        *,
+        traceback: str | None = None,
+        exception: BaseException | None = None,
+    ) -> bool | None:
+        """RUNNING -> FAILED with *error* (``Type: message``) and *traceback*, and its next
+        attempt if it has retries left. Logged at WARNING when retried, else at ERROR, with
+        the traceback of *exception* (a JSON log carries it as ``exc_info``)."""
         retry_in = None
         if run.attempt <= run.retries:
             retry_in = timedelta(milliseconds=run.retry_delay_ms) * (2 ** (run.attempt - 1))
         won = self._write(
             [run],
             "record the failure of",
-            lambda: self._store.runs.fail(run, error, retry_in=retry_in),
+            lambda: self._store.runs.fail(run, error, retry_in=retry_in, traceback=traceback),
         )
         if won:
             self.say(
-                logging.WARNING,
+                logging.WARNING if retry_in else logging.ERROR,
                 run,
                 "failed (attempt %d)%s: %s",
                 run.attempt,
                 f", retry in {retry_in}" if retry_in else "",
-                error.splitlines()[-1] if error else "",
+                error,
+                exc_info=exception,
             )
         elif won is False:
             self.fenced(run)

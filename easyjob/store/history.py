@@ -176,6 +176,8 @@ _DETAIL = [
     "recoveries",
     "missed_count",
     "last_fire_time",
+    "result",
+    "traceback",
 ]
 
 

@@ -87,6 +87,7 @@ _HELD_COLUMNS = (
     d.c.attempt,
     d.c.recoveries,
     d.c.kwargs,
+    t.c.name.label("task_name"),
 )
 
 
@@ -387,13 +388,23 @@ class RunStore:
         """RUNNING -> SUCCESS: :meth:`finish_many` for one run. False if fenced."""
         return bool(self.finish_many([run]))
 
-    def finish_many(self, runs: Sequence[Run]) -> set[int]:
+    def finish_many(
+        self,
+        runs: Sequence[Run],
+        results: Mapping[int, Any] | None = None,
+        notes: Mapping[int, str] | None = None,
+    ) -> set[int]:
         """RUNNING -> SUCCESS for a batch of one node's runs, in one transaction with: the
         tasks' success counts, and a PENDING run for each ACTIVE child task of each run that
         succeeded (``pid`` = that run, same ``fire_time``). Returns the ids written; a fenced
-        run (taken over, or timed out meanwhile) is left alone and its children not made."""
+        run (taken over, or timed out meanwhile) is left alone and its children not made.
+
+        *results* (run id -> a JSON value, checked and capped by the caller; see
+        :mod:`easyjob.core.outcome`) go to ``result`` and *notes* (run id -> why a value was
+        not stored) to ``error_msg``, of the runs written, by one more statement when any."""
         if not runs:
             return set()
+        extras = _extras(results or {}, notes or {})
         node = _one_node(runs, RunStatus.SUCCESS)
         expected = {r.id: r.version for r in runs}
 
@@ -416,6 +427,7 @@ class RunStore:
                     .values(success_count=t.c.success_count + per_id(t, per_task))
                 )
                 _children_of(conn, won)
+                _write_extras(conn, [row for row in extras if row["rid"] in won])
             return won
 
         def landed(conn: sa.Connection) -> set[int] | None:
@@ -423,13 +435,23 @@ class RunStore:
 
         return self._db.write("runs_success", write, landed=landed)
 
-    def fail(self, run: Run, error: str, *, retry_in: timedelta | None) -> bool:
-        """RUNNING -> FAILED with *error*; in the same transaction, either a new PENDING
-        attempt due *retry_in* from now (database time), or, when no retry is given, a
-        SKIPPED row for each child task. False (and nothing written) if fenced."""
+    def fail(
+        self,
+        run: Run,
+        error: str,
+        *,
+        retry_in: timedelta | None,
+        traceback: str | None = None,
+    ) -> bool:
+        """RUNNING -> FAILED with *error* (and the *traceback*, if any); in the same
+        transaction, either a new PENDING attempt due *retry_in* from now (database time),
+        or, when no retry is given, a SKIPPED row for each child task. False (and nothing
+        written) if fenced."""
 
         def write(conn: sa.Connection) -> bool:
             values = {"end_time": db_now(), "error_msg": error[:_MAX_ERROR]}
+            if traceback is not None:
+                values["traceback"] = traceback
             if not _fenced_update(conn, run, RunStatus.FAILED, values):
                 return False
             conn.execute(
@@ -469,6 +491,7 @@ class RunStore:
             query = (
                 sa.select(*_HELD_COLUMNS)
                 .join_from(d, n, n.c.node_id == d.c.node_id, isouter=True)
+                .join(t, t.c.id == d.c.task_id)
                 .where(
                     d.c.status.in_([str(s) for s in HELD]),
                     sa.or_(n.c.node_id.is_(None), n.c.heartbeat_at < cutoff),
@@ -487,6 +510,7 @@ class RunStore:
         def read(conn: sa.Connection) -> list[HeldRun]:
             query = (
                 sa.select(*_HELD_COLUMNS)
+                .join_from(d, t, t.c.id == d.c.task_id)
                 .where(d.c.status.in_([str(s) for s in HELD]), d.c.node_id == node_id)
                 .order_by(d.c.id)
                 .limit(limit)
@@ -503,6 +527,7 @@ class RunStore:
         reason: str | None = None,
         max_recoveries: int | None = None,
         gave_up: list[int] | None = None,
+        recovered: list[tuple[HeldRun, int]] | None = None,
     ) -> list[int]:
         """Take back *runs* of dead nodes: each goes ABANDONED (version-checked) and a new
         PENDING attempt (``attempt`` + 1, ``triggered_by`` = recovery) is made claimable now.
@@ -514,7 +539,8 @@ class RunStore:
         its count is carried unchanged), and a run whose count would pass *max_recoveries*
         is not run again: it ends FAILED, naming the cause, its task's ``fail_count`` grows
         and its child tasks get SKIPPED rows; its id is appended to *gave_up*. Without it
-        (the orphan sweep: a run whose function never ran) nothing is counted."""
+        (the orphan sweep: a run whose function never ran) nothing is counted. Each run
+        taken back is appended to *recovered* with the id of its new attempt."""
 
         def write(conn: sa.Connection) -> list[int]:
             now = conn.scalar(sa.select(db_now()))
@@ -543,7 +569,7 @@ class RunStore:
                 )
                 if done.rowcount == 1:
                     created.append(
-                        _new_attempt(
+                        new_id := _new_attempt(
                             conn,
                             run.task_id,
                             run.pid,
@@ -556,6 +582,8 @@ class RunStore:
                             kwargs=run.kwargs,
                         )
                     )
+                    if recovered is not None:
+                        recovered.append((run, new_id))
             if gave_up is not None:
                 gave_up.extend(ended)
             return created
@@ -597,6 +625,29 @@ def _fenced_update(
         .values(status=str(status), version=d.c.version + 1, **values)
     )
     return done.rowcount == 1
+
+
+def _extras(results: Mapping[int, Any], notes: Mapping[int, str]) -> list[dict[str, Any]]:
+    """Rows for :func:`_write_extras`: one per run with a result or a note."""
+    return [
+        {"rid": rid, "res": results.get(rid), "msg": notes.get(rid)}
+        for rid in sorted({*(k for k, v in results.items() if v is not None), *notes})
+    ]
+
+
+def _write_extras(conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
+    """Set ``result`` and ``error_msg`` of runs just written SUCCESS in this transaction."""
+    if not rows:
+        return
+    stmt = (
+        d.update()
+        .where(d.c.id == sa.bindparam("rid"))
+        .values(
+            result=sa.bindparam("res", type_=d.c.result.type),
+            error_msg=sa.bindparam("msg", type_=d.c.error_msg.type),
+        )
+    )
+    conn.execute(stmt, rows)
 
 
 def _moved(

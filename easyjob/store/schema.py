@@ -61,6 +61,8 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
 #: Surrogate keys: BIGINT everywhere, but SQLite only autoincrements ``INTEGER PRIMARY KEY``.
 Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 Count = sa.BigInteger()
+#: Long text: a traceback or a result may pass MySQL's 64 KiB TEXT.
+LongText = sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
 NodeId = sa.String(128)
 
 metadata = sa.MetaData()
@@ -165,6 +167,8 @@ task_detail_table = sa.Table(
     sa.Column("missed_count", Count),
     sa.Column("last_fire_time", UTCDateTime),
     sa.Column("kwargs", sa.JSON(none_as_null=True)),
+    sa.Column("result", sa.JSON(none_as_null=True)),
+    sa.Column("traceback", LongText),
     sa.UniqueConstraint("task_id", "cron_key", name="uq_easy_job_task_detail_cron_fire"),
     sa.Index("ix_easy_job_task_detail_pending", "status", "due_time"),
     sa.Index("ix_easy_job_task_detail_held", "status", "node_id"),

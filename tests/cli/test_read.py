@@ -213,6 +213,7 @@ def test_history_human_table(cli: Cli, store: Store, db_url: str) -> None:
         "triggered_by",
         "node_id",
         "duration_s",
+        "result",
         "error_msg",
     ]
     cells = row.split()
@@ -223,6 +224,24 @@ def test_history_human_table(cli: Cli, store: Store, db_url: str) -> None:
     assert header.index("status") == row.index("FAILED")  # aligned columns
     empty = cli("history", "--db", db_url, "--status", RunStatus.MISSED.value)
     assert (empty.code, empty.out) == (0, "no runs\n")
+
+
+def test_history_shows_results_and_keeps_tracebacks_in_json(
+    cli: Cli, store: Store, db_url: str
+) -> None:
+    store.tasks.upsert(yearly("a", "b"))
+    done = start_manual_run(store, "a")
+    assert store.runs.finish_many([done], {done.id: {"rows": 3, "note": "x" * 40}})
+    failed = start_manual_run(store, "b")
+    trace = 'Traceback (most recent call last):\n  File "jobs.py", line 3\nValueError: bad'
+    assert store.runs.fail(failed, "ValueError: bad", retry_in=None, traceback=trace)
+    header, *rows = cli("history", "--db", db_url).out.splitlines()
+    at = header.index("result")
+    cells = {row.split()[1]: row[at:].split()[0] for row in rows}
+    assert cells == {"a": '{"rows":3,"note":"xxxxxxxxx...', "b": "-"}
+    doc = {r["task_name"]: r for r in cli("history", "--json", "--db", db_url).json()["runs"]}
+    assert doc["a"]["result"] == {"rows": 3, "note": "x" * 40} and doc["a"]["traceback"] is None
+    assert (doc["b"]["error_msg"], doc["b"]["traceback"]) == ("ValueError: bad", trace)
 
 
 def test_a_task_no_running_node_registered_is_flagged_not_deleted(

@@ -10,6 +10,7 @@ count what really ran, not just what the database says ran.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
@@ -139,3 +140,23 @@ def hang(ctx: TaskContext) -> None:
     record(ctx, "started")
     while True:
         time.sleep(0.05)
+
+
+# Async jobs (tests/cluster/test_async.py): one returns a result, one outlives its timeout.
+if os.environ.get("EASYJOB_TEST_ASYNC"):
+
+    @scheduled("0 0 1 1 *", name="async_answer")
+    async def async_answer(ctx: TaskContext) -> dict[str, int]:
+        await asyncio.sleep(0.05)
+        record(ctx)
+        return {"answer": 42}
+
+    @scheduled("0 0 1 1 *", name="async_overrun", timeout=0.5)
+    async def async_overrun(ctx: TaskContext) -> None:
+        record(ctx, "started")
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            record(ctx, "cancelled")
+            raise
+        record(ctx, "finished")

@@ -8,7 +8,7 @@ one the test keeps running while it moves the clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from easyjob import FakeClock, NodeConfig, scheduled
 from easyjob.core.records import HistoryRow
 from easyjob.core.states import RunStatus
+from easyjob.events import Hook
 from easyjob.node.node import Node
 from easyjob.registry import Registry
 from easyjob.store import Store
@@ -55,20 +56,33 @@ class ManualPool(Executor):
 class Rig:
     """One node's parts on a fake clock; :meth:`tick` is a moment of a node's life."""
 
-    def __init__(self, tmp: Path, registry: Registry, **config: Any) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        registry: Registry,
+        pool: Executor | None = None,
+        listeners: Sequence[Hook] = (),
+        **config: Any,
+    ) -> None:
         self.clock = FakeClock(START)
         self.store = Store.open(f"sqlite:///{tmp / 'node.db'}", create=True, clock=self.clock)
         self.pool = ManualPool()
         config = {"node_id": "n1", "poll": 1.0, **config}
         self.node = Node(
-            self.store, NodeConfig(**config), registry=registry, clock=self.clock, pool=self.pool
+            self.store,
+            NodeConfig(**config),
+            registry=registry,
+            clock=self.clock,
+            pool=pool or self.pool,
+            listeners=listeners,
         )
         self.node.prepare()
         self.keep: Callable[[str], bool] = lambda name: False
 
     def tick(self, seconds: float = 0.0) -> None:
         """Move the clock, then do what the node's threads would: heartbeat, load (until
-        the loader has nothing more at once), dispatch, let jobs return, write outcomes."""
+        the loader has nothing more at once), dispatch, let jobs return, write outcomes,
+        deliver events to hooks (unless the test started the event thread)."""
         if seconds:
             self.clock.advance(seconds)
         node = self.node
@@ -81,6 +95,8 @@ class Rig:
             if not self.pool.finish(self.keep):
                 break
         node.dispatcher.step()
+        if not node.hooks.alive():
+            node.hooks.drain()
 
     def run_for(self, seconds: float, step: float = 0.1) -> None:
         for _ in range(round(seconds / step)):
