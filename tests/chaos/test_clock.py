@@ -2,7 +2,8 @@
 one drifting (its wall clock runs 2 % fast). Only the wall clock is faked, as on a host whose
 clock is wrong: see faketime_site/sitecustomize.py for why the monotonic clock cannot be.
 The database clock is the cluster's one clock, so: no false recoveries (nobody is declared
-dead while every node is live), and no fire starts early or late by more than one poll.
+dead while every node is live), no fire starts before its fire time, and none late by more
+than one poll.
 
 Lateness is measured in database time (the row's ``start_time`` minus its ``fire_time``):
 the ledger's wall clock is each node's faked one. SQLite is skipped: its "database time" is
@@ -126,7 +127,9 @@ def test_skewed_and_drifting_clocks(db_backend: str, db_url: str, tmp_path: Path
         per_node = {n: sum(1 for r in runs if r.node_id == n) for n in CLOCKS}
         assert all(per_node.values()), f"a skewed node ran nothing: {per_node}"
         poll_ms = SETTINGS.poll * 1000
-        assert early_ms <= poll_ms, f"a fire started {early_ms:.0f} ms early"
+        # never early: a node's database time is a lower bound (its monotonic clock since
+        # the last heartbeat reply), whatever its wall clock says
+        assert early_ms <= 0, f"a fire started {early_ms:.1f} ms before its fire time"
         late = report.lateness_p99_ms
         assert late is not None and late <= poll_ms + FAILOVER_SLACK_S * 1000, late
         assert all(r.status == RunStatus.SUCCESS for r in runs)
