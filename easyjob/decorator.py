@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from easyjob.core.cron import CronSchedule
 from easyjob.core.records import TaskSpec
@@ -20,6 +20,11 @@ log = logging.getLogger("easyjob")
 Seconds = float | int | timedelta
 
 
+@overload
+def scheduled(cron: F, /) -> F: ...
+
+
+@overload
 def scheduled(
     cron: str | None = None,
     *,
@@ -36,7 +41,26 @@ def scheduled(
     kwargs: Mapping[str, Any] | None = None,
     enabled: bool = True,
     registry: Registry | None = None,
-) -> Callable[[F], F]:
+) -> Callable[[F], F]: ...
+
+
+def scheduled(
+    cron: str | F | None = None,
+    *,
+    parent: str | Callable[..., Any] | None = None,
+    name: str | None = None,
+    tz: str = "UTC",
+    cron_dialect: str | None = None,
+    misfire: Misfire | str = Misfire.FIRE_ONCE,
+    misfire_grace: Seconds = 60,
+    overlap: Overlap | str = Overlap.SERIAL,
+    retries: int = 0,
+    retry_delay: Seconds = 1,
+    timeout: Seconds | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    enabled: bool = True,
+    registry: Registry | None = None,
+) -> Callable[[F], F] | F:
     """Mark a function as a task that runs on *cron* and/or after each success of *parent*.
 
     The function takes no argument, or one :class:`~easyjob.TaskContext`; *kwargs* (JSON) are
@@ -46,7 +70,11 @@ def scheduled(
     *cron_dialect* (``'unix'``, ``'spring'``, ``'quartz'``) says how *cron* is read; by
     default the field count decides (see ``docs/cron.md``).
     Everything is validated here, with errors naming the function and the bad value.
+    ``@scheduled`` without parentheses is ``@scheduled()``.
     """
+    if callable(cron):
+        bare: Callable[[F], F] = scheduled(registry=registry)
+        return bare(cron)
 
     def decorate(fn: F) -> F:
         path = func_path(fn)
