@@ -40,6 +40,7 @@ def scheduled(
     timeout: Seconds | None = None,
     kwargs: Mapping[str, Any] | None = None,
     enabled: bool = True,
+    shards: int = 1,
     registry: Registry | None = None,
 ) -> Callable[[F], F]: ...
 
@@ -59,6 +60,7 @@ def scheduled(
     timeout: Seconds | None = None,
     kwargs: Mapping[str, Any] | None = None,
     enabled: bool = True,
+    shards: int = 1,
     registry: Registry | None = None,
 ) -> Callable[[F], F] | F:
     """Mark a function as a task that runs on *cron* and/or after each success of *parent*.
@@ -70,6 +72,9 @@ def scheduled(
     *cron_dialect* (``'unix'``, ``'spring'``, ``'quartz'``) says how *cron* is read; by
     default the field count decides (see ``docs/cron.md``).
     Everything is validated here, with errors naming the function and the bad value.
+    *shards* > 1 makes each fire that many runs, claimed and run on their own (spread over
+    the nodes), each told its ``ctx.shard`` (0 to shards - 1) and ``ctx.shards``; a child
+    task runs once all the shards of a fire succeeded (see ``docs/policies.md``).
     ``@scheduled`` without parentheses is ``@scheduled()``.
     """
     if callable(cron):
@@ -104,6 +109,7 @@ def scheduled(
                 timeout=None if timeout is None else _seconds(timeout, "timeout"),
                 kwargs=dict(kwargs or {}),
                 enabled=enabled,
+                shards=shards,
             )
             (registry if registry is not None else default_registry).add(fn, spec, parent)
         except ConfigError as err:

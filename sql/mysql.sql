@@ -1,4 +1,4 @@
--- easyjob schema version 2 for mysql.
+-- easyjob schema version 3 for mysql.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
@@ -51,6 +51,7 @@ CREATE TABLE easy_job_task (
 	create_time DATETIME(6) NOT NULL,
 	update_time DATETIME(6) NOT NULL,
 	seen_time DATETIME(6) NOT NULL,
+	shards INTEGER NOT NULL DEFAULT 1,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 )COMMENT='One row per task (a named function with a schedule); cron fires are made from it.';
@@ -79,8 +80,10 @@ CREATE TABLE easy_job_task_detail (
 	recoveries INTEGER NOT NULL DEFAULT 0,
 	missed_count BIGINT,
 	last_fire_time DATETIME(6),
+	shard INTEGER NOT NULL DEFAULT 0,
+	shards INTEGER NOT NULL DEFAULT 1,
 	PRIMARY KEY (id),
-	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key)
+	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 )COMMENT='One row per attempt of a fire (the run history); claimed by version-checked UPDATEs.';
 
 CREATE INDEX ix_easy_job_task_detail_end ON easy_job_task_detail (end_time);
@@ -93,4 +96,4 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '2');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '3');

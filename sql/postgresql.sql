@@ -1,4 +1,4 @@
--- easyjob schema version 2 for postgresql.
+-- easyjob schema version 3 for postgresql.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
@@ -51,6 +51,7 @@ CREATE TABLE easy_job_task (
 	create_time TIMESTAMP WITHOUT TIME ZONE NOT NULL,
 	update_time TIMESTAMP WITHOUT TIME ZONE NOT NULL,
 	seen_time TIMESTAMP WITHOUT TIME ZONE NOT NULL,
+	shards INTEGER DEFAULT 1 NOT NULL,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 );
@@ -79,8 +80,10 @@ CREATE TABLE easy_job_task_detail (
 	recoveries INTEGER DEFAULT 0 NOT NULL,
 	missed_count BIGINT,
 	last_fire_time TIMESTAMP WITHOUT TIME ZONE,
+	shard INTEGER DEFAULT 0 NOT NULL,
+	shards INTEGER DEFAULT 1 NOT NULL,
 	PRIMARY KEY (id),
-	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key)
+	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 );
 
 CREATE INDEX ix_easy_job_task_detail_end ON easy_job_task_detail (end_time);
@@ -93,4 +96,4 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '2');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '3');

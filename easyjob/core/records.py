@@ -12,6 +12,7 @@ from easyjob.core.states import Misfire, NodeStatus, Overlap, RunStatus, TaskSta
 from easyjob.errors import TaskDefinitionError, shown
 
 __all__ = [
+    "MAX_SHARDS",
     "Advance",
     "Candidate",
     "HeldRun",
@@ -24,6 +25,8 @@ __all__ = [
 ]
 
 _MAX_NAME = 255
+#: Most runs one fire of a sharded task becomes (each a row, claimed on its own).
+MAX_SHARDS = 1000
 
 
 def _ms(value: timedelta | None) -> int | None:
@@ -53,6 +56,7 @@ class TaskSpec:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     enabled: bool = True
     cron_dialect: str | None = None
+    shards: int = 1
 
     def __post_init__(self) -> None:
         from easyjob.core.cron import CronSchedule, parse_tz
@@ -75,6 +79,14 @@ class TaskSpec:
         if not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0:
             raise TaskDefinitionError(
                 f"{what}: retries must be an integer >= 0, got {self.retries!r}"
+            )
+        if (
+            not isinstance(self.shards, int)
+            or isinstance(self.shards, bool)
+            or not 1 <= self.shards <= MAX_SHARDS
+        ):
+            raise TaskDefinitionError(
+                f"{what}: shards must be an integer from 1 to {MAX_SHARDS}, got {self.shards!r}"
             )
         for name in ("misfire_grace", "retry_delay", "timeout"):
             value = getattr(self, name)
@@ -112,6 +124,7 @@ class TaskSpec:
             "retry_delay_ms": _ms(self.retry_delay),
             "timeout_ms": _ms(self.timeout),
             "kwargs": dict(self.kwargs),
+            "shards": self.shards,
         }
 
 
@@ -151,6 +164,7 @@ class TaskRow:
     create_time: datetime
     update_time: datetime
     seen_time: datetime
+    shards: int = 1
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> TaskRow:
@@ -176,12 +190,14 @@ class PlannedFire:
 
 @dataclass(frozen=True)
 class Advance:
-    """Move a task's ``next_start_time`` from the version read, writing its fires."""
+    """Move a task's ``next_start_time`` from the version read, writing its fires (a
+    PENDING fire of a task of *shards* > 1 as that many runs; any other as one row)."""
 
     task_id: int
     version: int
     next_start_time: datetime | None
     fires: tuple[PlannedFire, ...]
+    shards: int = 1
 
 
 @dataclass(frozen=True)
@@ -199,6 +215,7 @@ class Candidate:
     overlap: Overlap = Overlap.SERIAL
     misfire: Misfire = Misfire.FIRE_ONCE
     misfire_grace_ms: int = 60_000
+    shard: int = 0
 
     @property
     def grace(self) -> timedelta:
@@ -229,6 +246,8 @@ class Run:
     timeout_ms: int | None
     misfire: Misfire
     misfire_grace_ms: int
+    shard: int = 0
+    shards: int = 1
 
     def bumped(self, status: RunStatus) -> Run:
         """This run after one accepted transition to *status*."""
@@ -248,6 +267,8 @@ class HeldRun:
     fire_time: datetime
     attempt: int
     recoveries: int = 0  # times a node died while running this fire (see RunStore.recover)
+    shard: int = 0
+    shards: int = 1
 
 
 @dataclass(frozen=True)
@@ -298,3 +319,5 @@ class HistoryRow:
     recoveries: int = 0
     missed_count: int | None = None
     last_fire_time: datetime | None = None
+    shard: int = 0
+    shards: int = 1

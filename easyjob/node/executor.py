@@ -77,6 +77,8 @@ class JobRunner:
             node_id=self._node_id,
             attempt=run.attempt,
             run_id=run.id,
+            shard=run.shard,
+            shards=run.shards,
             kwargs=dict(entry.spec.kwargs),
             cancelled=cancelled,
             logger=ContextLogger(

@@ -199,6 +199,8 @@ _DETAIL = [
     "recoveries",
     "missed_count",
     "last_fire_time",
+    "shard",
+    "shards",
 ]
 
 

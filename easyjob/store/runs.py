@@ -57,6 +57,8 @@ _RUN_COLUMNS = (
     t.c.timeout_ms,
     t.c.misfire,
     t.c.misfire_grace_ms,
+    d.c.shard,
+    d.c.shards,
 )
 
 
@@ -71,6 +73,7 @@ _CANDIDATE_COLUMNS = (
     t.c.overlap,
     t.c.misfire,
     t.c.misfire_grace_ms,
+    d.c.shard,
 )
 
 _HELD_COLUMNS = (
@@ -83,6 +86,8 @@ _HELD_COLUMNS = (
     d.c.fire_time,
     d.c.attempt,
     d.c.recoveries,
+    d.c.shard,
+    d.c.shards,
 )
 
 
@@ -302,6 +307,8 @@ class RunStore:
             other.c.task_id == d.c.task_id,
             other.c.status == str(RunStatus.RUNNING),
             other.c.id != d.c.id,
+            # the shards of one fire run side by side; a later fire waits for them all
+            sa.or_(d.c.shards == 1, other.c.fire_time != d.c.fire_time),
         )
         free = sa.or_(d.c.id.not_in(list(exclusive)), ~busy) if exclusive else sa.true()
 
@@ -411,7 +418,8 @@ class RunStore:
                     .where(t.c.id.in_(list(per_task)))
                     .values(success_count=t.c.success_count + per_id(t, per_task))
                 )
-                _children_of(conn, won)
+                if completing := _completing(conn, [r for r in runs if r.id in won]):
+                    _children_of(conn, completing)
             return won
 
         def landed(conn: sa.Connection) -> set[int] | None:
@@ -444,6 +452,8 @@ class RunStore:
                     Trigger.RETRY,
                     now + retry_in,
                     now,
+                    shard=run.shard,
+                    shards=run.shards,
                 )
             return True
 
@@ -548,6 +558,8 @@ class RunStore:
                             now,
                             now,
                             recoveries=crashes,
+                            shard=run.shard,
+                            shards=run.shards,
                         )
                     )
             if gave_up is not None:
@@ -642,6 +654,32 @@ def _unchanged(conn: sa.Connection, runs: Sequence[Run]) -> list[int]:
     return _rows_at(conn, {r.id: r.version for r in runs}, runs[0].status, runs[0].node_id)
 
 
+def _completing(conn: sa.Connection, succeeded: Sequence[Run]) -> list[int]:
+    """Of runs that just succeeded (written SUCCESS in this transaction), the ids whose
+    success completes their fire: every unsharded run, and for the shards of one fire
+    (task, ``fire_time``) one run, once exactly one SUCCESS row of each shard exists.
+
+    Finishers of one task's shards take turns: the caller has already updated the task's
+    row (its success count) in this transaction, which holds that row's lock until commit
+    on PostgreSQL and MariaDB (SQLite has one writer at a time), so the last shard to
+    finish sees every other's SUCCESS and only it makes the children."""
+    done = [r.id for r in succeeded if r.shards == 1]
+    fires = {(r.task_id, r.fire_time): r for r in succeeded if r.shards > 1}
+    for (task_id, fire_time), run in fires.items():
+        shards, rows = conn.execute(
+            sa.select(sa.func.count(sa.distinct(d.c.shard)), sa.func.count()).where(
+                d.c.task_id == task_id,
+                d.c.fire_time == fire_time,
+                d.c.status == str(RunStatus.SUCCESS),
+            )
+        ).one()
+        if shards == rows == run.shards:
+            done.append(
+                max(r.id for r in succeeded if (r.task_id, r.fire_time) == (task_id, fire_time))
+            )
+    return done
+
+
 def _children_of(
     conn: sa.Connection,
     parent_ids: Collection[int],
@@ -721,6 +759,7 @@ def _insert_children(
             sa.literal(reason, d.c.error_msg.type),
             now if status != RunStatus.PENDING else sa.null(),
             now,
+            t.c.shards,
         )
         .join_from(parent, t, t.c.pid == parent.c.task_id)
         .where(
@@ -728,6 +767,16 @@ def _insert_children(
             status_is(t.c.status, str(TaskStatus.ACTIVE)),
         )
     )
+    most = 1
+    if status == RunStatus.PENDING:  # a sharded child runs as one run per shard
+        most = conn.scalar(select.with_only_columns(sa.func.max(t.c.shards))) or 1
+    if most > 1:
+        numbers = sa.union_all(
+            *(sa.select(sa.literal(i, sa.Integer).label("n")) for i in range(most))
+        ).subquery("shard_numbers")
+        select = select.add_columns(numbers.c.n).join(numbers, numbers.c.n < t.c.shards)
+    else:
+        select = select.add_columns(sa.literal(0, sa.Integer))
     if refused:
         pair = sa.tuple_(parent.c.id, t.c.id)
         select = select.where(pair.in_(refused) if only_refused else pair.not_in(refused))
@@ -742,6 +791,8 @@ def _insert_children(
         "error_msg",
         "end_time",
         "create_time",
+        "shards",
+        "shard",
     ]
     conn.execute(d.insert().from_select(columns, select))
 
@@ -757,10 +808,14 @@ def _new_attempt(
     now: datetime,
     *,
     recoveries: int = 0,
+    shard: int = 0,
+    shards: int = 1,
 ) -> int:
     result = conn.execute(
         d.insert().values(
             recoveries=recoveries,
+            shard=shard,
+            shards=shards,
             task_id=task_id,
             pid=pid,
             fire_time=fire_time,

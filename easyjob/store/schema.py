@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 #: Bumped whenever a table, column or index changes; checked by every node at start.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -119,6 +119,7 @@ task_table = sa.Table(
     sa.Column("create_time", UTCDateTime, nullable=False),
     sa.Column("update_time", UTCDateTime, nullable=False),
     sa.Column("seen_time", UTCDateTime, nullable=False),
+    sa.Column("shards", sa.Integer, nullable=False, server_default=sa.text("1")),
     sa.UniqueConstraint("name", name="uq_easy_job_task_name"),
     sa.Index("ix_easy_job_task_due", "status", "next_start_time"),
     sa.Index("ix_easy_job_task_pid", "pid"),
@@ -154,7 +155,9 @@ task_detail_table = sa.Table(
     sa.Column("recoveries", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Column("missed_count", Count),
     sa.Column("last_fire_time", UTCDateTime),
-    sa.UniqueConstraint("task_id", "cron_key", name="uq_easy_job_task_detail_cron_fire"),
+    sa.Column("shard", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("shards", sa.Integer, nullable=False, server_default=sa.text("1")),
+    sa.UniqueConstraint("task_id", "cron_key", "shard", name="uq_easy_job_task_detail_cron_fire"),
     sa.Index("ix_easy_job_task_detail_pending", "status", "due_time"),
     sa.Index("ix_easy_job_task_detail_held", "status", "node_id"),
     sa.Index("ix_easy_job_task_detail_task_status", "task_id", "status"),

@@ -346,9 +346,12 @@ class TaskStore:
                 "create_time": now,
                 "missed_count": fire.missed_count,
                 "last_fire_time": fire.last_fire_time,
+                "shard": shard,
+                "shards": by_id[task_id].shards,
             }
             for task_id in won
             for fire in by_id[task_id].fires
+            for shard in range(by_id[task_id].shards if fire.status == RunStatus.PENDING else 1)
         ]
         if rows:
             conn.execute(self._insert_fires(), rows)
@@ -367,25 +370,33 @@ class TaskStore:
         return mysql.insert(d).on_duplicate_key_update(id=d.c.id)
 
     def trigger(self, name: str) -> int:
-        """Create a manual fire of task *name* (any node may take it); returns its run id."""
+        """Create a manual fire of task *name* (any node may take it); returns its run id
+        (a sharded task's fire is one run per shard: the id of shard 0)."""
 
         def write(conn: sa.Connection) -> int:
-            task_id = conn.scalar(sa.select(t.c.id).where(t.c.name == name))
-            if task_id is None:
+            found = conn.execute(sa.select(t.c.id, t.c.shards).where(t.c.name == name)).first()
+            if found is None:
                 raise TaskNotFoundError(f"no task named {shown(name)}")
+            task_id, shards = found
             now = conn.scalar(sa.select(db_now()))
-            result = conn.execute(
-                d.insert().values(
-                    task_id=task_id,
-                    fire_time=now,
-                    due_time=now,
-                    status=str(RunStatus.PENDING),
-                    triggered_by=str(Trigger.MANUAL),
-                    attempt=1,
-                    create_time=now,
+            first = None
+            for shard in range(shards):
+                result = conn.execute(
+                    d.insert().values(
+                        task_id=task_id,
+                        fire_time=now,
+                        due_time=now,
+                        status=str(RunStatus.PENDING),
+                        triggered_by=str(Trigger.MANUAL),
+                        attempt=1,
+                        create_time=now,
+                        shard=shard,
+                        shards=shards,
+                    )
                 )
-            )
-            return int(result.inserted_primary_key[0])  # type: ignore[index]
+                first = first or int(result.inserted_primary_key[0])  # type: ignore[index]
+            assert first is not None
+            return first
 
         return self._db.write("trigger_task", write)
 
