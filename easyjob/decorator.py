@@ -41,6 +41,7 @@ def scheduled(
     kwargs: Mapping[str, Any] | None = None,
     enabled: bool = True,
     shards: int = 1,
+    broadcast: bool = False,
     registry: Registry | None = None,
 ) -> Callable[[F], F]: ...
 
@@ -61,6 +62,7 @@ def scheduled(
     kwargs: Mapping[str, Any] | None = None,
     enabled: bool = True,
     shards: int = 1,
+    broadcast: bool = False,
     registry: Registry | None = None,
 ) -> Callable[[F], F] | F:
     """Mark a function as a task that runs on *cron* and/or after each success of *parent*.
@@ -74,7 +76,8 @@ def scheduled(
     Everything is validated here, with errors naming the function and the bad value.
     *shards* > 1 makes each fire that many runs, claimed and run on their own (spread over
     the nodes), each told its ``ctx.shard`` (0 to shards - 1) and ``ctx.shards``; a child
-    task runs once all the shards of a fire succeeded (see ``docs/policies.md``).
+    task runs once all the shards of a fire succeeded. *broadcast* makes each fire one run on
+    every RUNNING node whose code declares the task (see ``docs/policies.md``).
     ``@scheduled`` without parentheses is ``@scheduled()``.
     """
     if callable(cron):
@@ -110,6 +113,7 @@ def scheduled(
                 kwargs=dict(kwargs or {}),
                 enabled=enabled,
                 shards=shards,
+                broadcast=broadcast,
             )
             (registry if registry is not None else default_registry).add(fn, spec, parent)
         except ConfigError as err:

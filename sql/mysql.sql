@@ -23,6 +23,7 @@ CREATE TABLE easy_job_node (
 	claimed_count BIGINT NOT NULL DEFAULT 0,
 	completed_count BIGINT NOT NULL DEFAULT 0,
 	version BIGINT NOT NULL DEFAULT 0,
+	broadcast_tasks JSON,
 	PRIMARY KEY (node_id)
 )COMMENT='One row per node incarnation; liveness is heartbeat_at judged in database time.';
 
@@ -52,6 +53,7 @@ CREATE TABLE easy_job_task (
 	update_time DATETIME(6) NOT NULL,
 	seen_time DATETIME(6) NOT NULL,
 	shards INTEGER NOT NULL DEFAULT 1,
+	broadcast BOOL NOT NULL DEFAULT false,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 )COMMENT='One row per task (a named function with a schedule); cron fires are made from it.';
@@ -82,6 +84,7 @@ CREATE TABLE easy_job_task_detail (
 	last_fire_time DATETIME(6),
 	shard INTEGER NOT NULL DEFAULT 0,
 	shards INTEGER NOT NULL DEFAULT 1,
+	target_node VARCHAR(128),
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 )COMMENT='One row per attempt of a fire (the run history); claimed by version-checked UPDATEs.';

@@ -23,6 +23,7 @@ CREATE TABLE easy_job_node (
 	claimed_count BIGINT DEFAULT 0 NOT NULL,
 	completed_count BIGINT DEFAULT 0 NOT NULL,
 	version BIGINT DEFAULT 0 NOT NULL,
+	broadcast_tasks JSON,
 	PRIMARY KEY (node_id)
 );
 
@@ -52,6 +53,7 @@ CREATE TABLE easy_job_task (
 	update_time TIMESTAMP WITHOUT TIME ZONE NOT NULL,
 	seen_time TIMESTAMP WITHOUT TIME ZONE NOT NULL,
 	shards INTEGER DEFAULT 1 NOT NULL,
+	broadcast BOOLEAN DEFAULT false NOT NULL,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 );
@@ -82,6 +84,7 @@ CREATE TABLE easy_job_task_detail (
 	last_fire_time TIMESTAMP WITHOUT TIME ZONE,
 	shard INTEGER DEFAULT 0 NOT NULL,
 	shards INTEGER DEFAULT 1 NOT NULL,
+	target_node VARCHAR(128),
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 );

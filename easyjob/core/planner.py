@@ -53,7 +53,9 @@ def plan_advance(
     on_time_from = max(start, late_before)
     rest, more = _in_chunks(task, schedule, on_time_from, horizon, cap)
     fires = planned + list(rest.fires)
-    advance = Advance(task.id, task.version, rest.next_start_time, tuple(fires), task.shards)
+    advance = Advance(
+        task.id, task.version, rest.next_start_time, tuple(fires), task.shards, task.broadcast
+    )
     return advance, more
 
 
@@ -69,7 +71,8 @@ def _in_chunks(
     else:
         next_time = schedule.next_after(max(horizon, fires[-1]) if fires else horizon)
     planned = tuple(PlannedFire(fire) for fire in fires)
-    return Advance(task.id, task.version, next_time, planned, task.shards), more
+    advance = Advance(task.id, task.version, next_time, planned, task.shards, task.broadcast)
+    return advance, more
 
 
 def _late_fires(

@@ -57,6 +57,7 @@ class TaskSpec:
     enabled: bool = True
     cron_dialect: str | None = None
     shards: int = 1
+    broadcast: bool = False
 
     def __post_init__(self) -> None:
         from easyjob.core.cron import CronSchedule, parse_tz
@@ -87,6 +88,19 @@ class TaskSpec:
         ):
             raise TaskDefinitionError(
                 f"{what}: shards must be an integer from 1 to {MAX_SHARDS}, got {self.shards!r}"
+            )
+        if not isinstance(self.broadcast, bool):
+            raise TaskDefinitionError(
+                f"{what}: broadcast must be True or False, got {self.broadcast!r}"
+            )
+        if self.broadcast and self.shards > 1:
+            raise TaskDefinitionError(
+                f"{what}: broadcast and shards cannot be combined: a broadcast fire is already "
+                "one run per node"
+            )
+        if self.broadcast and self.cron is None:
+            raise TaskDefinitionError(
+                f"{what}: a broadcast task needs a cron expression of its own, not a parent"
             )
         for name in ("misfire_grace", "retry_delay", "timeout"):
             value = getattr(self, name)
@@ -125,6 +139,7 @@ class TaskSpec:
             "timeout_ms": _ms(self.timeout),
             "kwargs": dict(self.kwargs),
             "shards": self.shards,
+            "broadcast": self.broadcast,
         }
 
 
@@ -165,6 +180,7 @@ class TaskRow:
     update_time: datetime
     seen_time: datetime
     shards: int = 1
+    broadcast: bool = False
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> TaskRow:
@@ -198,6 +214,7 @@ class Advance:
     next_start_time: datetime | None
     fires: tuple[PlannedFire, ...]
     shards: int = 1
+    broadcast: bool = False
 
 
 @dataclass(frozen=True)
@@ -216,6 +233,7 @@ class Candidate:
     misfire: Misfire = Misfire.FIRE_ONCE
     misfire_grace_ms: int = 60_000
     shard: int = 0
+    target_node: str | None = None
 
     @property
     def grace(self) -> timedelta:
@@ -248,6 +266,7 @@ class Run:
     misfire_grace_ms: int
     shard: int = 0
     shards: int = 1
+    target_node: str | None = None
 
     def bumped(self, status: RunStatus) -> Run:
         """This run after one accepted transition to *status*."""
@@ -269,6 +288,7 @@ class HeldRun:
     recoveries: int = 0  # times a node died while running this fire (see RunStore.recover)
     shard: int = 0
     shards: int = 1
+    target_node: str | None = None
 
 
 @dataclass(frozen=True)
@@ -290,6 +310,7 @@ class NodeRow:
     completed_count: int
     version: int
     age: timedelta
+    broadcast_tasks: list[str] | None = None
 
     @property
     def age_s(self) -> float:
@@ -321,3 +342,4 @@ class HistoryRow:
     last_fire_time: datetime | None = None
     shard: int = 0
     shards: int = 1
+    target_node: str | None = None

@@ -201,6 +201,7 @@ _DETAIL = [
     "last_fire_time",
     "shard",
     "shards",
+    "target_node",
 ]
 
 

@@ -59,6 +59,7 @@ _RUN_COLUMNS = (
     t.c.misfire_grace_ms,
     d.c.shard,
     d.c.shards,
+    d.c.target_node,
 )
 
 
@@ -74,6 +75,7 @@ _CANDIDATE_COLUMNS = (
     t.c.misfire,
     t.c.misfire_grace_ms,
     d.c.shard,
+    d.c.target_node,
 )
 
 _HELD_COLUMNS = (
@@ -88,6 +90,7 @@ _HELD_COLUMNS = (
     d.c.recoveries,
     d.c.shard,
     d.c.shards,
+    d.c.target_node,
 )
 
 
@@ -111,12 +114,18 @@ class RunStore:
         self._db = db
 
     def pending(
-        self, horizon: datetime, limit: int, exclude: Collection[int] = ()
+        self,
+        horizon: datetime,
+        limit: int,
+        exclude: Collection[int] = (),
+        *,
+        node_id: str | None = None,
     ) -> list[Candidate]:
         """At most *limit* PENDING runs due by *horizon*, earliest first, of tasks not
         PAUSED and not in *exclude* (task ids: the loader's small set of tasks that are
-        not its code's). Served by the index on (status, due_time) and the task's primary
-        key: the cost is per row returned, whatever the backlog or the number of tasks."""
+        not its code's); with *node_id*, less the broadcast runs of other nodes. Served by
+        the index on (status, due_time) and the task's primary key: the cost is per row
+        returned, whatever the backlog or the number of tasks."""
 
         def read(conn: sa.Connection) -> list[Candidate]:
             query = (
@@ -132,6 +141,8 @@ class RunStore:
             )
             if exclude:
                 query = query.where(d.c.task_id.not_in(list(exclude)))
+            if node_id is not None:
+                query = query.where(_claimable_by(node_id))
             return [_candidate(row) for row in conn.execute(query).mappings()]
 
         return self._db.read("pending_runs", read)
@@ -202,6 +213,7 @@ class RunStore:
                 .where(
                     at_versions(d, expected),
                     status_is(d.c.status, str(RunStatus.PENDING)),
+                    _claimable_by(node_id),
                 )
                 .values(
                     status=str(RunStatus.CLAIMED),
@@ -248,6 +260,7 @@ class RunStore:
                 d.c.status == str(RunStatus.PENDING),
                 d.c.due_time <= horizon,
                 d.c.task_id.in_(claimable.scalar_subquery()),
+                _claimable_by(node_id),
             )
             .order_by(d.c.due_time, d.c.id)
             .limit(limit)
@@ -454,6 +467,7 @@ class RunStore:
                     now,
                     shard=run.shard,
                     shards=run.shards,
+                    target_node=run.target_node,
                 )
             return True
 
@@ -511,7 +525,9 @@ class RunStore:
     ) -> list[int]:
         """Take back *runs* of dead nodes: each goes ABANDONED (version-checked) and a new
         PENDING attempt (``attempt`` + 1, ``triggered_by`` = recovery) is made claimable now.
-        Returns the ids of the new attempts; a run that changed meanwhile is left alone.
+        Returns the ids of the new attempts; a run that changed meanwhile is left alone. A
+        broadcast run of another node than *by_node* ends ABANDONED with no new attempt: it
+        belongs to its node, which is gone.
         *reason* (default: the holder was declared dead) is written to the abandoned row.
 
         With *max_recoveries*, a crash is not contagious: a RUNNING run counts one more
@@ -534,6 +550,9 @@ class RunStore:
                         ended.append(run.id)
                     continue
                 why = reason or f"node {run.node_id} declared dead; taken over by {by_node}"
+                elsewhere = run.target_node not in (None, by_node)
+                if elsewhere:  # a broadcast run belongs to its node
+                    why = f"broadcast run of node {run.target_node}, gone: not run elsewhere"
                 done = conn.execute(
                     d.update()
                     .where(
@@ -546,7 +565,7 @@ class RunStore:
                         error_msg=why,
                     )
                 )
-                if done.rowcount == 1:
+                if done.rowcount == 1 and not elsewhere:
                     created.append(
                         _new_attempt(
                             conn,
@@ -560,6 +579,7 @@ class RunStore:
                             recoveries=crashes,
                             shard=run.shard,
                             shards=run.shards,
+                            target_node=run.target_node,
                         )
                     )
             if gave_up is not None:
@@ -652,6 +672,11 @@ def _one_node(runs: Sequence[Run], status: RunStatus) -> str:
 def _unchanged(conn: sa.Connection, runs: Sequence[Run]) -> list[int]:
     """Ids of *runs* whose rows still hold the version, status and node the runs carry."""
     return _rows_at(conn, {r.id: r.version for r in runs}, runs[0].status, runs[0].node_id)
+
+
+def _claimable_by(node_id: str) -> sa.ColumnElement[bool]:
+    """Runs *node_id* may claim: any but another node's broadcast run."""
+    return sa.or_(d.c.target_node.is_(None), d.c.target_node == node_id)
 
 
 def _completing(conn: sa.Connection, succeeded: Sequence[Run]) -> list[int]:
@@ -810,12 +835,14 @@ def _new_attempt(
     recoveries: int = 0,
     shard: int = 0,
     shards: int = 1,
+    target_node: str | None = None,
 ) -> int:
     result = conn.execute(
         d.insert().values(
             recoveries=recoveries,
             shard=shard,
             shards=shards,
+            target_node=target_node,
             task_id=task_id,
             pid=pid,
             fire_time=fire_time,

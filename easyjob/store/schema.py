@@ -90,6 +90,7 @@ node_table = sa.Table(
     sa.Column("claimed_count", Count, nullable=False, server_default=sa.text("0")),
     sa.Column("completed_count", Count, nullable=False, server_default=sa.text("0")),
     sa.Column("version", Count, nullable=False, server_default=sa.text("0")),
+    sa.Column("broadcast_tasks", sa.JSON(none_as_null=True)),
     sa.Index("ix_easy_job_node_status_heartbeat", "status", "heartbeat_at"),
     comment="One row per node incarnation; liveness is heartbeat_at judged in database time.",
 )
@@ -120,6 +121,7 @@ task_table = sa.Table(
     sa.Column("update_time", UTCDateTime, nullable=False),
     sa.Column("seen_time", UTCDateTime, nullable=False),
     sa.Column("shards", sa.Integer, nullable=False, server_default=sa.text("1")),
+    sa.Column("broadcast", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.UniqueConstraint("name", name="uq_easy_job_task_name"),
     sa.Index("ix_easy_job_task_due", "status", "next_start_time"),
     sa.Index("ix_easy_job_task_pid", "pid"),
@@ -157,6 +159,7 @@ task_detail_table = sa.Table(
     sa.Column("last_fire_time", UTCDateTime),
     sa.Column("shard", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Column("shards", sa.Integer, nullable=False, server_default=sa.text("1")),
+    sa.Column("target_node", NodeId),
     sa.UniqueConstraint("task_id", "cron_key", "shard", name="uq_easy_job_task_detail_cron_fire"),
     sa.Index("ix_easy_job_task_detail_pending", "status", "due_time"),
     sa.Index("ix_easy_job_task_detail_held", "status", "node_id"),

@@ -14,18 +14,19 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from easyjob.core.cron import CronSchedule
-from easyjob.core.records import Advance, TaskRow, TaskSpec
-from easyjob.core.states import RunStatus, TaskStatus, Trigger
+from easyjob.core.records import Advance, PlannedFire, TaskRow, TaskSpec
+from easyjob.core.states import NodeStatus, RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
 from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.retry import first_line, is_transient
-from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
+from easyjob.store.schema import UTCDateTime, node_table, task_detail_table, task_table
 
 __all__ = ["TaskStore"]
 
 t = task_table
 d = task_detail_table
+n = node_table
 log = logging.getLogger("easyjob.store")
 
 
@@ -333,25 +334,12 @@ class TaskStore:
         )
         won = self._db.winners(conn, stmt, t, expected)
         now = conn.scalar(sa.select(db_now()))
+        targets = _broadcast_targets(conn, [i for i in won if by_id[i].broadcast])
         rows = [
-            {
-                "task_id": task_id,
-                "fire_time": fire.fire_time,
-                "due_time": fire.fire_time,
-                "status": str(fire.status),
-                "triggered_by": str(Trigger.CRON),
-                "attempt": 1,
-                "error_msg": fire.error_msg,
-                "end_time": now if fire.status != RunStatus.PENDING else None,
-                "create_time": now,
-                "missed_count": fire.missed_count,
-                "last_fire_time": fire.last_fire_time,
-                "shard": shard,
-                "shards": by_id[task_id].shards,
-            }
+            row
             for task_id in won
             for fire in by_id[task_id].fires
-            for shard in range(by_id[task_id].shards if fire.status == RunStatus.PENDING else 1)
+            for row in _fire_rows(task_id, fire, by_id[task_id].shards, targets.get(task_id), now)
         ]
         if rows:
             conn.execute(self._insert_fires(), rows)
@@ -374,31 +362,77 @@ class TaskStore:
         (a sharded task's fire is one run per shard: the id of shard 0)."""
 
         def write(conn: sa.Connection) -> int:
-            found = conn.execute(sa.select(t.c.id, t.c.shards).where(t.c.name == name)).first()
+            query = sa.select(t.c.id, t.c.shards, t.c.broadcast).where(t.c.name == name)
+            found = conn.execute(query).first()
             if found is None:
                 raise TaskNotFoundError(f"no task named {shown(name)}")
-            task_id, shards = found
+            task_id, shards, broadcast = found
             now = conn.scalar(sa.select(db_now()))
+            targets = _broadcast_targets(conn, [task_id]).get(task_id) if broadcast else None
             first = None
-            for shard in range(shards):
-                result = conn.execute(
-                    d.insert().values(
-                        task_id=task_id,
-                        fire_time=now,
-                        due_time=now,
-                        status=str(RunStatus.PENDING),
-                        triggered_by=str(Trigger.MANUAL),
-                        attempt=1,
-                        create_time=now,
-                        shard=shard,
-                        shards=shards,
-                    )
-                )
+            for row in _fire_rows(task_id, PlannedFire(now), shards, targets, now):
+                row["triggered_by"] = str(Trigger.MANUAL)
+                result = conn.execute(d.insert().values(row))
                 first = first or int(result.inserted_primary_key[0])  # type: ignore[index]
             assert first is not None
             return first
 
         return self._db.write("trigger_task", write)
+
+
+def _broadcast_targets(conn: sa.Connection, task_ids: Sequence[int]) -> dict[int, list[str]]:
+    """For each task of *task_ids* (broadcast tasks), the RUNNING nodes whose code declares
+    it (their ``broadcast_tasks`` name it), by node id."""
+    if not task_ids:
+        return {}
+    names = conn.execute(sa.select(t.c.id, t.c.name).where(t.c.id.in_(list(task_ids)))).all()
+    running = conn.execute(
+        sa.select(n.c.node_id, n.c.broadcast_tasks).where(
+            n.c.status == str(NodeStatus.RUNNING), n.c.broadcast_tasks.is_not(None)
+        )
+    ).all()
+    return {
+        int(task_id): sorted(node for node, declared in running if name in (declared or ()))
+        for task_id, name in names
+    }
+
+
+def _fire_rows(
+    task_id: int, fire: PlannedFire, shards: int, targets: list[str] | None, now: datetime
+) -> list[dict[str, Any]]:
+    """The run rows of one planned fire: one per shard, or for a broadcast task (*targets*
+    not None) one per target node (numbered as shards); a fire with no target node is one
+    SKIPPED row saying so, and a MISSED fire one row."""
+    status, reason = fire.status, fire.error_msg
+    if status == RunStatus.PENDING and targets is not None and not targets:
+        status = RunStatus.SKIPPED
+        reason = "broadcast fire: no RUNNING node declares this task"
+    if status == RunStatus.PENDING and targets:
+        parts: list[tuple[int, str | None]] = list(enumerate(targets))
+        shards = len(targets)
+    elif status == RunStatus.PENDING:
+        parts = [(shard, None) for shard in range(shards)]
+    else:
+        parts = [(0, None)]
+    return [
+        {
+            "task_id": task_id,
+            "fire_time": fire.fire_time,
+            "due_time": fire.fire_time,
+            "status": str(status),
+            "triggered_by": str(Trigger.CRON),
+            "attempt": 1,
+            "error_msg": reason,
+            "end_time": now if status != RunStatus.PENDING else None,
+            "create_time": now,
+            "missed_count": fire.missed_count,
+            "last_fire_time": fire.last_fire_time,
+            "shard": shard,
+            "shards": shards,
+            "target_node": target,
+        }
+        for shard, target in parts
+    ]
 
 
 def _parents_first(specs: Sequence[TaskSpec]) -> list[TaskSpec]:
