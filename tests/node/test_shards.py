@@ -1,5 +1,6 @@
-"""Sharded tasks on two in-process nodes sharing one SQLite file under fake clocks moved in
-step: each fire runs once per shard, spread over both nodes, and its child after them all."""
+"""Sharded and broadcast tasks on two in-process nodes sharing one SQLite file under fake
+clocks moved in step: a sharded fire runs once per shard, spread over both nodes, and its
+child after them all; a broadcast fire runs once on each node."""
 
 from __future__ import annotations
 
@@ -60,3 +61,27 @@ def test_each_fire_runs_once_per_shard_spread_over_nodes_then_its_child(
         assert len(shards) == 4 and all(r.status == RunStatus.SUCCESS for r in shards)
         assert child.start_time is not None
         assert all(r.end_time is not None and r.end_time <= child.start_time for r in shards)
+
+
+def test_a_broadcast_task_runs_each_fire_once_on_every_node(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    seen: list[tuple[str, int, int, datetime]] = []
+
+    def job(ctx: TaskContext) -> None:
+        seen.append((ctx.node_id, ctx.shard, ctx.shards, ctx.fire_time))
+
+    job.__qualname__ = "everywhere"
+    scheduled("* * * * * *", name="everywhere", broadcast=True, registry=registry)(job)
+    nodes = [rig(node_id="n1"), rig(node_id="n2")]
+    for _ in range(60):  # 6 s
+        _tick_both(nodes, 0.1)
+    by_fire: dict[datetime, list[str]] = defaultdict(list)
+    for node_id, _, shards, fire in seen:
+        assert shards == 2
+        by_fire[fire].append(node_id)
+    assert len(by_fire) >= 5
+    for fire, ran in by_fire.items():
+        assert sorted(ran) == ["n1", "n2"], fire  # once on each node, never twice
+    runs = nodes[0].store.history.runs(task="everywhere", limit=1000)
+    assert all(r.node_id == r.target_node for r in runs if r.node_id is not None)
