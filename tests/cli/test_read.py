@@ -307,22 +307,27 @@ def test_a_task_no_running_node_registered_is_flagged_not_deleted(
 
 
 def test_tasks_filter_by_name_pattern_status_and_limit(cli: Cli, store: Store, db_url: str) -> None:
-    store.tasks.upsert(yearly("jobs.a_1", "jobs.a_2", "jobs.ab", "jobs.b", "other.a_1"))
+    store.tasks.upsert(yearly("jobs.a_1", "jobs.a_2", "jobs.a91", "jobs.b", "other.a_1"))
     store.tasks.set_status("jobs.a_2", TaskStatus.PAUSED)
 
     def names(*argv: str) -> tuple[int, list[str]]:
         doc = cli("tasks", "--json", *argv, "--db", db_url).json()
-        return doc["total"], [row["name"] for row in doc["tasks"]]
+        return doc["total"], sorted(row["name"] for row in doc["tasks"])
 
-    assert names() == (5, ["jobs.a_1", "jobs.a_2", "jobs.ab", "jobs.b", "other.a_1"])
+    assert names() == (5, ["jobs.a91", "jobs.a_1", "jobs.a_2", "jobs.b", "other.a_1"])
     assert names("--task", "jobs.a_*") == (2, ["jobs.a_1", "jobs.a_2"])  # _ is no wildcard
-    assert names("--task", "*.a?1") == (2, ["jobs.a_1", "other.a_1"])
+    assert names("--task", "*.a?1") == (3, ["jobs.a91", "jobs.a_1", "other.a_1"])
     assert names("--task", "jobs.b") == (1, ["jobs.b"])
     assert names("--status", "paused") == (1, ["jobs.a_2"])
-    assert names("--task", "jobs.*", "--status", "ACTIVE") == (3, ["jobs.a_1", "jobs.ab", "jobs.b"])
+    assert names("--task", "jobs.*", "--status", "ACTIVE") == (
+        3,
+        ["jobs.a91", "jobs.a_1", "jobs.b"],
+    )
+    # the first by name, in the database's own collation
+    ordered = [row["name"] for row in cli("tasks", "--json", "--db", db_url).json()["tasks"]]
     limited = cli("tasks", "--limit", "2", "--db", db_url)
     assert limited.code == 0
-    assert [line.split()[0] for line in limited.out.splitlines()[1:]] == ["jobs.a_1", "jobs.a_2"]
+    assert [line.split()[0] for line in limited.out.splitlines()[1:]] == ordered[:2]
     assert limited.err == (
         "easyjob: showing 2 of 5 tasks (the first by name): narrow with --task or --status, "
         "or raise --limit\n"
