@@ -19,6 +19,8 @@ class TaskContext:
     at 1 and grows with retries and with re-runs after a node crash. ``cancelled`` is set
     when the run timed out or the node is shutting down past its grace: a Python thread
     cannot be killed, so a long job should check :meth:`is_cancelled` and return.
+    ``shard`` (0 to ``shards`` - 1) is which part of its fire this run does, for a task
+    declared with ``shards=N``; an unsharded run is shard 0 of 1.
     """
 
     task_name: str
@@ -32,6 +34,8 @@ class TaskContext:
         default_factory=lambda: logging.LoggerAdapter(logging.getLogger("easyjob.task")),
         repr=False,
     )
+    shard: int = 0
+    shards: int = 1
 
     def is_cancelled(self) -> bool:
         """True once the run timed out or its node must stop: return as soon as you can."""

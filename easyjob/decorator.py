@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from easyjob.core.cron import CronSchedule
 from easyjob.core.records import TaskSpec
@@ -21,6 +21,11 @@ log = logging.getLogger("easyjob")
 Seconds = float | int | timedelta
 
 
+@overload
+def scheduled(cron: F, /) -> F: ...
+
+
+@overload
 def scheduled(
     cron: str | None = None,
     *,
@@ -40,13 +45,45 @@ def scheduled(
     on_failure: Hook | None = None,
     on_missed: Hook | None = None,
     on_recovered: Hook | None = None,
-    registry: Registry | None = None,
     every: timedelta | str | float | None = None,
     start: datetime | None = None,
     end: datetime | None = None,
     max_runs: int | None = None,
     accepts: Sequence[str] = (),
-) -> Callable[[F], F]:
+    shards: int = 1,
+    broadcast: bool = False,
+    registry: Registry | None = None,
+) -> Callable[[F], F]: ...
+
+
+def scheduled(
+    cron: str | F | None = None,
+    *,
+    parent: str | Callable[..., Any] | None = None,
+    name: str | None = None,
+    tz: str = "UTC",
+    cron_dialect: str | None = None,
+    misfire: Misfire | str = Misfire.FIRE_ONCE,
+    misfire_grace: Seconds = 60,
+    overlap: Overlap | str = Overlap.SERIAL,
+    retries: int = 0,
+    retry_delay: Seconds = 1,
+    timeout: Seconds | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    enabled: bool = True,
+    on_success: Hook | None = None,
+    on_failure: Hook | None = None,
+    on_missed: Hook | None = None,
+    on_recovered: Hook | None = None,
+    every: timedelta | str | float | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    max_runs: int | None = None,
+    accepts: Sequence[str] = (),
+    shards: int = 1,
+    broadcast: bool = False,
+    registry: Registry | None = None,
+) -> Callable[[F], F] | F:
     """Mark a function as a task that runs on *cron*, every *every*, after each success of
     *parent*, or, with none of them, only when triggered (``easyjob trigger``).
 
@@ -67,7 +104,15 @@ def scheduled(
     *on_success*, *on_failure* (no retry left), *on_missed* and *on_recovered* are hooks
     called with a :class:`~easyjob.events.RunEvent` on the node's event thread.
     Everything is validated here, with errors naming the function and the bad value.
+    *shards* > 1 makes each fire that many runs, claimed and run on their own (spread over
+    the nodes), each told its ``ctx.shard`` (0 to shards - 1) and ``ctx.shards``; a child
+    task runs once all the shards of a fire succeeded. *broadcast* makes each fire one run on
+    every RUNNING node whose code declares the task (see ``docs/policies.md``).
+    ``@scheduled`` without parentheses is ``@scheduled()``.
     """
+    if callable(cron):
+        bare: Callable[[F], F] = scheduled(registry=registry)
+        return bare(cron)
 
     def decorate(fn: F) -> F:
         path = func_path(fn)
@@ -102,6 +147,8 @@ def scheduled(
                 end=end,
                 max_runs=max_runs,
                 accepts=(accepts,) if isinstance(accepts, str) else tuple(accepts),
+                shards=shards,
+                broadcast=broadcast,
             )
             hooks = _hooks(
                 on_success=on_success,

@@ -86,6 +86,14 @@ class Registry:
             raise TaskDefinitionError(
                 f"duplicate task name {spec.name!r}: used by {existing.spec.func} and {spec.func}"
             )
+        if existing is not None and _where(existing.fn) != _where(fn):
+            # the same import path from another definition: a second `def` of the name in
+            # one module (a re-import or reload defines it at the same place again)
+            (file, first), (_, second) = _where(existing.fn), _where(fn)
+            raise TaskDefinitionError(
+                f"duplicate task name {spec.name!r}: {spec.func} is defined twice in {file} "
+                f"(lines {first} and {second}); the second would silently replace the first"
+            )
         self._tasks[spec.name] = Registered(spec, fn, _takes_context(fn, spec), dict(hooks or {}))
         if parent is not None:
             self._parents[spec.name] = parent
@@ -171,6 +179,14 @@ class Registry:
             ):
                 return name
         raise TaskDefinitionError(f"task {entry.spec.name!r}: unknown parent task {ref!r}")
+
+
+def _where(fn: Callable[..., Any]) -> tuple[str, int]:
+    """Where *fn* is defined: its source file and first line (the decorator's, if any)."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        return ("?", 0)
+    return (code.co_filename, code.co_firstlineno)
 
 
 def _takes_context(fn: Callable[..., Any], spec: TaskSpec) -> bool:

@@ -24,6 +24,7 @@ CREATE TABLE easy_job_node (
 	completed_count BIGINT NOT NULL DEFAULT 0,
 	stuck_count INTEGER NOT NULL DEFAULT 0,
 	version BIGINT NOT NULL DEFAULT 0,
+	broadcast_tasks JSON,
 	PRIMARY KEY (node_id)
 )COMMENT='One row per node incarnation; liveness is heartbeat_at judged in database time.';
 
@@ -61,6 +62,8 @@ CREATE TABLE easy_job_task (
 	accepts JSON,
 	origin VARCHAR(16) NOT NULL DEFAULT 'code',
 	declared VARCHAR(512),
+	shards INTEGER NOT NULL DEFAULT 1,
+	broadcast BOOL NOT NULL DEFAULT false,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 )COMMENT='One row per task (a named function with a schedule); cron fires are made from it.';
@@ -92,8 +95,11 @@ CREATE TABLE easy_job_task_detail (
 	kwargs JSON,
 	result JSON,
 	traceback MEDIUMTEXT,
+	shard INTEGER NOT NULL DEFAULT 0,
+	shards INTEGER NOT NULL DEFAULT 1,
+	target_node VARCHAR(128),
 	PRIMARY KEY (id),
-	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key)
+	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 )COMMENT='One row per attempt of a fire (the run history); claimed by version-checked UPDATEs.';
 
 CREATE INDEX ix_easy_job_task_detail_end ON easy_job_task_detail (end_time);

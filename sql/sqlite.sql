@@ -24,6 +24,7 @@ CREATE TABLE easy_job_node (
 	completed_count BIGINT DEFAULT 0 NOT NULL,
 	stuck_count INTEGER DEFAULT 0 NOT NULL,
 	version BIGINT DEFAULT 0 NOT NULL,
+	broadcast_tasks JSON,
 	PRIMARY KEY (node_id)
 );
 
@@ -61,6 +62,8 @@ CREATE TABLE easy_job_task (
 	accepts JSON,
 	origin VARCHAR(16) DEFAULT 'code' NOT NULL,
 	declared VARCHAR(512),
+	shards INTEGER DEFAULT 1 NOT NULL,
+	broadcast BOOLEAN DEFAULT 0 NOT NULL,
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 );
 
@@ -91,7 +94,10 @@ CREATE TABLE easy_job_task_detail (
 	kwargs JSON,
 	result JSON,
 	traceback TEXT,
-	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key)
+	shard INTEGER DEFAULT 0 NOT NULL,
+	shards INTEGER DEFAULT 1 NOT NULL,
+	target_node VARCHAR(128),
+	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 );
 
 CREATE INDEX ix_easy_job_task_detail_end ON easy_job_task_detail (end_time);

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from easyjob.cli.output import Column, dumps, duration, iso, table
 from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
 from easyjob.errors import ConfigError
 from easyjob.store import Store
+from easyjob.store.history import is_pattern
 
 __all__ = ["COMMANDS"]
 
@@ -108,20 +109,81 @@ def sql(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: ``status`` counts a task as late once its oldest unstarted fire is this much overdue.
+LATE_AFTER = timedelta(seconds=2)
+#: ``tasks`` reads the backlog of just the listed tasks up to this many (bound parameters).
+_LISTED_BACKLOG = 1000
+
+
 def status(args: argparse.Namespace) -> int:
     with existing_store(args.db) as store:
-        db_now, nodes = store.nodes.all()
-        node_rows = views.node_rows(nodes, store.runs.held_counts())
-        backlog_now, backlog = store.history.backlog()
-        task_rows = views.task_rows(store.tasks.all(), backlog_now, backlog)
+        summary = store.summary.summary(window=args.window, late_after=LATE_AFTER, top=args.top)
+        _, nodes = store.nodes.all()
         failures = views.run_rows(store.history.failures(limit=args.failures))
-    document = {"db_time": db_now, "nodes": node_rows, "tasks": task_rows, "failures": failures}
+    # ages in the summary's database time, so that they agree with its db_time and lags
+    shown = [
+        replace(node, age=summary.db_time - node.heartbeat_at)
+        for node in nodes
+        if node.status != NodeStatus.STOPPED
+    ]
+    held = {
+        node: sum(by.get(str(s), 0) for s in (RunStatus.CLAIMED, RunStatus.RUNNING))
+        for node, by in summary.by_node.items()
+    }
+    node_rows = views.node_rows(shown, held)
+    for row in node_rows:
+        ended = summary.by_node.get(row["node_id"], {})
+        row["succeeded"] = ended.get(str(RunStatus.SUCCESS), 0)
+        row["failed"] = ended.get(str(RunStatus.FAILED), 0)
+    late, failing = views.records(summary.late), views.records(summary.failing)
+    counts = {
+        "tasks": summary.tasks,
+        "runs": summary.runs,
+        "ended": summary.ended,
+        "nodes": summary.nodes,
+    }
+    document = {
+        "db_time": summary.db_time,
+        "window_s": args.window.total_seconds(),
+        "counts": counts,
+        "nodes": node_rows,
+        "late": {"total": summary.late_total, "tasks": late},
+        "failing": failing,
+        "failures": failures,
+    }
 
     def human() -> str:
+        window = duration(args.window)
+        stopped = summary.nodes.get(str(NodeStatus.STOPPED), 0)
+        hidden = f" ({stopped} STOPPED not shown: easyjob nodes)" if stopped else ""
+        tasks = sum(summary.tasks.values())
+        runs = dict(summary.runs)
+        if "PENDING" in runs:
+            runs["PENDING due"] = runs.pop("PENDING")
+        if "PENDING_LATER" in runs:
+            runs["PENDING later"] = runs.pop("PENDING_LATER")
+        order = ("PENDING due", "PENDING later", "CLAIMED", "RUNNING")
         sections = [
-            f"database time {iso(db_now, ms=True)}",
-            _section("nodes", node_rows, views.NODE_COLUMNS),
-            _section("tasks", task_rows, views.STATUS_TASK_COLUMNS),
+            f"database time {iso(summary.db_time, ms=True)}",
+            _section(
+                f"nodes: {views.counted(summary.nodes, tuple(NodeStatus))}{hidden}",
+                node_rows,
+                views.STATUS_NODE_COLUMNS,
+            ),
+            f"tasks: {tasks} ({views.counted(summary.tasks, tuple(TaskStatus))}), "
+            f"{summary.late_total} late\n"
+            f"runs: {views.counted(runs, order)}; ended in the last {window}: "
+            f"{views.counted(summary.ended, tuple(RunStatus))}",
+            _section(
+                f"late tasks: {len(late)} of {summary.late_total}, most late first",
+                late,
+                views.LATE_COLUMNS,
+            ),
+            _section(
+                f"failing tasks: most FAILED or ABANDONED runs in the last {window} first",
+                failing,
+                views.FAILING_COLUMNS,
+            ),
             _section("recent failures", failures, views.FAILURE_COLUMNS),
         ]
         return "\n\n".join(sections)
@@ -148,9 +210,18 @@ def code_since(store: Store) -> datetime | None:
 
 def tasks(args: argparse.Namespace) -> int:
     with existing_store(args.db) as store:
-        db_now, backlog = store.history.backlog()
-        rows = views.task_rows(store.tasks.all(), db_now, backlog, code_since(store))
-    document = {"db_time": db_now, "tasks": rows}
+        total, found = store.views.find_tasks(task=args.task, status=args.status, limit=args.limit)
+        if args.task is not None and not is_pattern(args.task) and not total:
+            store.tasks.get(args.task)  # an unknown name is an error, not an empty list
+        listed = [task.id for task in found] if len(found) <= _LISTED_BACKLOG else None
+        db_now, backlog = store.history.backlog(listed)
+        rows = views.task_rows(found, db_now, backlog, code_since(store))
+    document = {"db_time": db_now, "total": total, "tasks": rows}
+    if len(rows) < total:
+        sys.stderr.write(
+            f"easyjob: showing {len(rows)} of {total} tasks (the first by name): narrow with "
+            "--task or --status, or raise --limit\n"
+        )
     return _show(args, document, lambda: table(rows, views.TASK_COLUMNS, empty="no tasks"))
 
 
@@ -165,9 +236,15 @@ def nodes(args: argparse.Namespace) -> int:
 def history(args: argparse.Namespace) -> int:
     status = RunStatus(args.status) if args.status else None
     with existing_store(args.db) as store:
-        if args.task is not None:
+        if args.task is not None and not is_pattern(args.task):
             store.tasks.get(args.task)  # an unknown name is an error, not an empty history
-        rows = views.run_rows(store.history.runs(task=args.task, status=status, limit=args.limit))
+        since = args.since
+        if isinstance(since, timedelta):
+            since = store.db.now() - since
+        runs = store.history.runs(
+            task=args.task, status=status, node=args.node, since=since, limit=args.limit
+        )
+        rows = views.run_rows(runs)
     document = {"runs": rows}
     return _show(args, document, lambda: table(rows, views.RUN_COLUMNS, empty="no runs"))
 

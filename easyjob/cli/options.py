@@ -11,16 +11,16 @@ import argparse
 import os
 import re
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from easyjob.cli.control import add_schedule_parser, add_trigger_parser
-from easyjob.core.states import RunStatus
+from easyjob.core.states import RunStatus, TaskStatus
 from easyjob.errors import ConfigError
 from easyjob.logs import LEVELS, LOG_FORMATS
 from easyjob.observe.http import parse_address
 
-__all__ = ["DEFAULT_DB", "build_parser", "parse_duration"]
+__all__ = ["DEFAULT_DB", "build_parser", "parse_duration", "parse_since"]
 
 DEFAULT_DB = "sqlite:///easyjob.db"
 
@@ -39,6 +39,23 @@ def parse_duration(text: str) -> timedelta:
             "largest first, e.g. 30d, 12h, 90m, 45s or 1d12h"
         )
     return timedelta(**{unit: int(n) for unit, n in zip(_UNITS, match.groups(), strict=True) if n})
+
+
+def parse_since(text: str) -> timedelta | datetime:
+    """``--since``: a duration back from database time (``1h``, ``30m``, ``1d12h``) or an
+    ISO 8601 time (``2030-01-02T03:00:00Z``; without a zone, UTC)."""
+    try:
+        return parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"invalid time {text!r}: give a duration back from now (30m, 12h, 1d12h) or an "
+            "ISO 8601 time (2030-01-02T03:00:00Z)"
+        ) from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def positive_int(text: str) -> int:
@@ -166,6 +183,17 @@ def _command(
         _db(parser, json=json)
     _logging(parser, top=False)
     return parser
+
+
+def _task_filter(parser: argparse.ArgumentParser, env: str, what: str) -> None:
+    option(
+        parser,
+        "--task",
+        env=f"{env}_TASK",
+        metavar="NAME",
+        help=f"only {what} NAME, or whose name matches NAME as a pattern (* any text, ? one "
+        "character)",
+    )
 
 
 def _bench_options(bench: argparse.ArgumentParser) -> None:
@@ -425,7 +453,7 @@ def build_parser(version: str) -> argparse.ArgumentParser:
     sql = _command(sub, "sql", "print the DDL of the easyjob tables", db=False)
     option(sql, "--dialect", env="DIALECT", default="sqlite", help="sqlite, postgresql or mysql")
 
-    status = _command(sub, "status", "nodes, tasks and recent failures at a glance")
+    status = _command(sub, "status", "a summary: counts, live nodes, late and failing tasks")
     option(
         status,
         "--failures",
@@ -435,11 +463,47 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         metavar="N",
         help="how many recent failed, missed or abandoned runs to show",
     )
-    _command(sub, "tasks", "every task with its schedule, next fire and lag")
+    option(
+        status,
+        "--top",
+        env="STATUS_TOP",
+        default="10",
+        kind=positive_int,
+        metavar="N",
+        help="how many of the most late and of the most failing tasks to show",
+    )
+    option(
+        status,
+        "--window",
+        env="STATUS_WINDOW",
+        default="1h",
+        kind=parse_duration,
+        metavar="DURATION",
+        help="runs ended this long ago or less are counted as recent (ended, failing)",
+    )
+    tasks = _command(sub, "tasks", "tasks with their schedule, next fire and lag, by name")
+    _task_filter(tasks, "TASKS", "the task named")
+    option(
+        tasks,
+        "--status",
+        env="TASKS_STATUS",
+        metavar="STATUS",
+        kind=_one_of(tuple(TaskStatus), upper=True),
+        help=f"only tasks in this status: {', '.join(TaskStatus)}",
+    )
+    option(
+        tasks,
+        "--limit",
+        env="TASKS_LIMIT",
+        default="1000",
+        kind=positive_int,
+        metavar="N",
+        help="at most N tasks (the first by name); the JSON document's total counts them all",
+    )
     _command(sub, "nodes", "every node with its heartbeat age in database time")
 
     history = _command(sub, "history", "runs, newest fire first")
-    option(history, "--task", env="HISTORY_TASK", metavar="NAME", help="only this task's runs")
+    _task_filter(history, "HISTORY", "runs of the task named")
     option(
         history,
         "--status",
@@ -447,6 +511,22 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         metavar="STATUS",
         kind=_one_of(tuple(RunStatus), upper=True),
         help=f"only runs in this status: {', '.join(RunStatus)}",
+    )
+    option(
+        history,
+        "--since",
+        env="HISTORY_SINCE",
+        kind=parse_since,
+        metavar="WHEN",
+        help="only runs fired at or after WHEN: a duration back from database time (1h, 30m) "
+        "or an ISO 8601 time",
+    )
+    option(
+        history,
+        "--node",
+        env="HISTORY_NODE",
+        metavar="NODE_ID",
+        help="only runs this node holds or ran",
     )
     option(
         history,

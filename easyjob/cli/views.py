@@ -20,12 +20,17 @@ from easyjob.core.states import TaskStatus
 from easyjob.store.history import Backlog
 
 __all__ = [
+    "FAILING_COLUMNS",
     "FAILURE_COLUMNS",
+    "LATE_COLUMNS",
     "NODE_COLUMNS",
     "RUN_COLUMNS",
+    "STATUS_NODE_COLUMNS",
     "STATUS_TASK_COLUMNS",
     "TASK_COLUMNS",
+    "counted",
     "node_rows",
+    "records",
     "run_rows",
     "task_rows",
 ]
@@ -54,6 +59,17 @@ def node_rows(nodes: Iterable[NodeRow], held: Mapping[str, int]) -> list[Row]:
         del row["age"]
         rows.append({**row, "age_s": node.age_s, "held": held.get(node.node_id, 0)})
     return rows
+
+
+def records(items: Iterable[Any]) -> list[Row]:
+    """Rows of dataclass records, one column per field."""
+    return [_columns(item) for item in items]
+
+
+def counted(counts: Mapping[str, int], order: Iterable[str] = ()) -> str:
+    """``3 RUNNING, 1 DEAD``: *counts* in *order* first, then the others by name; ``none``."""
+    keys = [k for k in order if counts.get(k)] + sorted(set(counts) - set(order))
+    return ", ".join(f"{counts[k]} {k}" for k in keys if counts[k]) or "none"
 
 
 def task_rows(
@@ -118,6 +134,34 @@ NODE_COLUMNS = (
     Column("strategy"),
     Column("weight", right=True),
     Column("heartbeat_at"),
+)
+
+STATUS_NODE_COLUMNS = (
+    *NODE_COLUMNS[:5],
+    Column("succeeded", right=True),
+    Column("failed", right=True),
+    Column("host"),
+    Column("pid", right=True),
+    Column("workers", right=True),
+    Column("strategy"),
+    Column("heartbeat_at"),
+)
+
+LATE_COLUMNS = (
+    Column("name"),
+    Column("lag_s", seconds, right=True),
+    Column("next_start_time"),
+    Column("oldest_pending"),
+    Column("pending", right=True),
+    Column("success_count", right=True),
+    Column("fail_count", right=True),
+)
+
+FAILING_COLUMNS = (
+    Column("name"),
+    Column("failures", right=True),
+    Column("last_end_time"),
+    Column("fail_count", right=True),
 )
 
 STATUS_TASK_COLUMNS = (

@@ -79,7 +79,10 @@ def _plan(
     on_time_from = max(start, late_before)
     rest, more = _in_chunks(task, schedule, on_time_from, horizon, cap)
     fires = planned + list(rest.fires)
-    return Advance(task.id, task.version, rest.next_start_time, tuple(fires)), more
+    advance = Advance(
+        task.id, task.version, rest.next_start_time, tuple(fires), task.shards, task.broadcast
+    )
+    return advance, more
 
 
 def _in_chunks(
@@ -94,7 +97,8 @@ def _in_chunks(
     else:
         next_time = schedule.next_after(max(horizon, fires[-1]) if fires else horizon)
     planned = tuple(PlannedFire(fire) for fire in fires)
-    return Advance(task.id, task.version, next_time, planned), more
+    advance = Advance(task.id, task.version, next_time, planned, task.shards, task.broadcast)
+    return advance, more
 
 
 def _late_fires(

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from easyjob.core.schedule import Schedule
 
 __all__ = [
+    "MAX_SHARDS",
     "ORIGIN_CODE",
     "ORIGIN_RUNTIME",
     "Advance",
@@ -29,6 +30,8 @@ __all__ = [
 ]
 
 _MAX_NAME = 255
+#: Most runs one fire of a sharded task becomes (each a row, claimed on its own).
+MAX_SHARDS = 1000
 
 #: ``easy_job_task.origin``: declared by a node's code, or added at run time.
 ORIGIN_CODE = "code"
@@ -67,6 +70,8 @@ class TaskSpec:
     end: datetime | None = None
     max_runs: int | None = None
     accepts: tuple[str, ...] = ()
+    shards: int = 1
+    broadcast: bool = False
 
     def __post_init__(self) -> None:
         from easyjob.core.cron import CronSchedule, parse_tz
@@ -88,6 +93,27 @@ class TaskSpec:
         if not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0:
             raise TaskDefinitionError(
                 f"{what}: retries must be an integer >= 0, got {self.retries!r}"
+            )
+        if (
+            not isinstance(self.shards, int)
+            or isinstance(self.shards, bool)
+            or not 1 <= self.shards <= MAX_SHARDS
+        ):
+            raise TaskDefinitionError(
+                f"{what}: shards must be an integer from 1 to {MAX_SHARDS}, got {self.shards!r}"
+            )
+        if not isinstance(self.broadcast, bool):
+            raise TaskDefinitionError(
+                f"{what}: broadcast must be True or False, got {self.broadcast!r}"
+            )
+        if self.broadcast and self.shards > 1:
+            raise TaskDefinitionError(
+                f"{what}: broadcast and shards cannot be combined: a broadcast fire is already "
+                "one run per node"
+            )
+        if self.broadcast and self.cron is None:
+            raise TaskDefinitionError(
+                f"{what}: a broadcast task needs a cron expression of its own, not a parent"
             )
         for name in ("misfire_grace", "retry_delay", "timeout"):
             value = getattr(self, name)
@@ -140,6 +166,8 @@ class TaskSpec:
             "retry_delay_ms": _ms(self.retry_delay),
             "timeout_ms": _ms(self.timeout),
             "kwargs": dict(self.kwargs),
+            "shards": self.shards,
+            "broadcast": self.broadcast,
         }
 
 
@@ -239,6 +267,9 @@ class TaskRow:
             self.cron_expr, self.tz, self.every_ms, self.anchor_time, self.starts_at, self.ends_at
         )
 
+    shards: int = 1
+    broadcast: bool = False
+
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> TaskRow:
         values = dict(row)
@@ -263,12 +294,15 @@ class PlannedFire:
 
 @dataclass(frozen=True)
 class Advance:
-    """Move a task's ``next_start_time`` from the version read, writing its fires."""
+    """Move a task's ``next_start_time`` from the version read, writing its fires (a
+    PENDING fire of a task of *shards* > 1 as that many runs; any other as one row)."""
 
     task_id: int
     version: int
     next_start_time: datetime | None
     fires: tuple[PlannedFire, ...]
+    shards: int = 1
+    broadcast: bool = False
 
 
 @dataclass(frozen=True)
@@ -287,6 +321,8 @@ class Candidate:
     misfire: Misfire = Misfire.FIRE_ONCE
     misfire_grace_ms: int = 60_000
     origin: str = "code"
+    shard: int = 0
+    target_node: str | None = None
 
     @property
     def grace(self) -> timedelta:
@@ -320,6 +356,9 @@ class Run:
     #: Arguments a trigger passed (``easy_job_task_detail.kwargs``); None for other runs.
     trigger_kwargs: dict[str, Any] | None = None
     origin: str = "code"
+    shard: int = 0
+    shards: int = 1
+    target_node: str | None = None
 
     def bumped(self, status: RunStatus) -> Run:
         """This run after one accepted transition to *status*."""
@@ -341,6 +380,9 @@ class HeldRun:
     recoveries: int = 0  # times a node died while running this fire (see RunStore.recover)
     kwargs: dict[str, Any] | None = None  # a trigger's arguments, carried to the new attempt
     task_name: str = ""
+    shard: int = 0
+    shards: int = 1
+    target_node: str | None = None
 
 
 @dataclass(frozen=True)
@@ -364,6 +406,7 @@ class NodeRow:
     age: timedelta
     #: jobs past their timeout still holding a worker thread, as of the last heartbeat
     stuck_count: int = 0
+    broadcast_tasks: list[str] | None = None
 
     @property
     def age_s(self) -> float:
@@ -395,3 +438,6 @@ class HistoryRow:
     last_fire_time: datetime | None = None
     result: Any = None  # the job's JSON return value (see easyjob.core.outcome)
     traceback: str | None = None
+    shard: int = 0
+    shards: int = 1
+    target_node: str | None = None

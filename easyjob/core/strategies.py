@@ -83,14 +83,21 @@ def _stable_hash(*parts: object) -> int:
 
 class IdHashStrategy:
     """Each task belongs to one live node: ``hash(task id) mod live nodes``. A task's runs stay
-    on one node while membership is stable; tasks spread evenly over the nodes."""
+    on one node while membership is stable; tasks spread evenly over the nodes. Each shard
+    of a sharded task (shard > 0 hashed with its number) belongs to a node of its own."""
 
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
         rank = view.rank()
         if rank is None:
             return []
         size = len(view.live)
-        return [c for c in candidates if _stable_hash(c.task_id) % size == rank]
+        return [c for c in candidates if _owner(c) % size == rank]
+
+
+def _owner(candidate: Candidate) -> int:
+    if candidate.shard:
+        return _stable_hash(candidate.task_id, candidate.shard)
+    return _stable_hash(candidate.task_id)
 
 
 class WeightStrategy:

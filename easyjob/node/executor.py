@@ -160,6 +160,8 @@ class JobRunner:
             node_id=self._node_id,
             attempt=run.attempt,
             run_id=run.id,
+            shard=run.shard,
+            shards=run.shards,
             kwargs=dict(kwargs),
             cancelled=cancelled,
             logger=ContextLogger(

@@ -6,7 +6,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from easyjob.clock import Clock
 from easyjob.core.config import NodeConfig
@@ -51,7 +51,9 @@ class Heartbeater(Loop):
         membership: Membership,
         counters: Callable[[], tuple[int, int, int]],
         log: logging.LoggerAdapter[logging.Logger],
+        broadcast_tasks: Sequence[str] = (),
     ) -> None:
+        self._broadcast_tasks = list(broadcast_tasks)
         super().__init__(config.heartbeat, log)
         self._store = store
         self._config = config
@@ -98,6 +100,7 @@ class Heartbeater(Loop):
                     strategy=config.strategy,
                     workers=config.workers,
                     dead_after=config.dead_threshold,
+                    broadcast_tasks=self._broadcast_tasks,
                 )
                 break
             except NodeIdInUseError:

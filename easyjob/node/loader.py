@@ -215,7 +215,9 @@ class Loader(Loop):
         live = [n.node_id for n in self._membership.nodes()]
         # enough for every live node to take a slice of its own (see _spread)
         limit = room * max(1, len(live))
-        pending = self._store.runs.pending(horizon, limit, self._foreign)
+        pending = self._store.runs.pending(
+            horizon, limit, self._foreign, node_id=self._config.node_id
+        )
         known_foreign = len(self._foreign)
         held = self._dispatcher.held_ids()
         exclusive = self._dispatcher.exclusive_waiting()
@@ -329,9 +331,12 @@ class Loader(Loop):
             now=now,
             soon=now + timedelta(seconds=self._config.poll / 2),
         )
-        picked = self._strategy.select(candidates, view)
+        # a broadcast run is this node's own: no strategy hands it to another
+        targeted = [c for c in candidates if c.target_node == self._config.node_id]
+        shared = [c for c in candidates if c.target_node is None]
+        picked = targeted + self._strategy.select(shared, view)
         grace = timedelta(seconds=self._config.overdue_grace_s)
-        late = overdue(candidates, now, grace)
+        late = overdue(shared, now, grace)
         ids = {c.id for c in picked}
         return picked + [c for c in late if c.id not in ids]
 

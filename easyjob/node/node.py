@@ -177,6 +177,7 @@ class Node:
             self.membership,
             self._counters,
             self.log,
+            broadcast_tasks=[spec.name for spec in specs if spec.broadcast],
         )
         self.dispatcher = Dispatcher(
             self.store,

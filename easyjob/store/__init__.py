@@ -2,8 +2,8 @@
 
 :class:`Store` wires the parts together: ``store.tasks`` (registration, due polling, schedule
 advances), ``store.runs`` (claims and every later, version-checked transition),
-``store.nodes`` (heartbeats, liveness in database time), ``store.history`` and
-``store.views`` (the dashboard's reads).
+``store.nodes`` (heartbeats, liveness in database time), ``store.history``,
+``store.views`` (the dashboard's reads) and ``store.summary`` (``easyjob status``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from easyjob.store.nodes import Heartbeat, NodeStore
 from easyjob.store.retry import RetryPolicy, is_transient
 from easyjob.store.runs import RunStore
 from easyjob.store.schedules import ScheduleStore
+from easyjob.store.summary import SummaryStore
 from easyjob.store.tasks import TaskStore
 from easyjob.store.views import ViewStore
 
@@ -36,6 +37,7 @@ class Store:
         self.nodes = NodeStore(db)
         self.history = HistoryStore(db)
         self.views = ViewStore(db)
+        self.summary = SummaryStore(db)
 
     @classmethod
     def open(cls, url: str, *, create: bool = False, **options: Any) -> Store:

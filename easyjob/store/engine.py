@@ -44,6 +44,11 @@ _DRIVERS = {
     "mariadb": "mysql+pymysql",
 }
 _SUPPORTED = ("sqlite", "sqlite+pysqlite", "postgresql+psycopg", "mysql+pymysql")
+#: What to install when a backend's driver cannot be imported.
+_INSTALL = {
+    "postgresql": "the PostgreSQL driver psycopg is not installed: pip install 'easyjob[postgres]'",
+    "mysql": "the MySQL/MariaDB driver PyMySQL is not installed: pip install PyMySQL",
+}
 
 #: Execution option for transactions that only read (SQLite then uses a deferred BEGIN).
 READONLY = {"easyjob_readonly": True}
@@ -126,7 +131,10 @@ def create_engine(
         kwargs.update(pool_size=pool_size, max_overflow=pool_size, isolation_level="READ COMMITTED")
     try:
         engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
-    except (ArgumentError, NoSuchModuleError, ImportError) as err:
+    except ImportError as err:
+        why = _INSTALL.get(backend, str(err))
+        raise DatabaseURLError(f"cannot use database URL {safe_url(parsed)!r}: {why}") from err
+    except (ArgumentError, NoSuchModuleError) as err:
         raise DatabaseURLError(f"cannot use database URL {safe_url(parsed)!r}: {err}") from err
     if backend == "sqlite":
         _sqlite_care(engine, busy_timeout_s, clock or SystemClock(), read_only)

@@ -14,10 +14,27 @@ from easyjob.store.database import Database
 from easyjob.store.engine import db_now
 from easyjob.store.schema import task_detail_table, task_table
 
-__all__ = ["Backlog", "HistoryStore"]
+__all__ = ["Backlog", "HistoryStore", "is_pattern", "name_matches"]
 
 d = task_detail_table
 t = task_table
+
+
+_GLOB = {"*": "%", "?": "_", "%": "!%", "_": "!_", "!": "!!"}
+
+
+def is_pattern(name: str) -> bool:
+    """Whether a ``--task`` value is a pattern (holds ``*`` or ``?``) rather than a name."""
+    return "*" in name or "?" in name
+
+
+def name_matches(column: sa.ColumnElement[str], pattern: str) -> sa.ColumnElement[bool]:
+    """*column* matches the shell-style *pattern*: ``*`` any text, ``?`` one character, any
+    other character itself (SQL's ``%`` and ``_`` included); a name without ``*`` or ``?``
+    matches itself only."""
+    if not is_pattern(pattern):
+        return column == pattern
+    return column.like("".join(_GLOB.get(c, c) for c in pattern), escape="!")
 
 
 class HistoryStore:
@@ -34,9 +51,11 @@ class HistoryStore:
         node: str | None = None,
         limit: int = 100,
         ids: list[int] | None = None,
+        since: datetime | None = None,
     ) -> list[HistoryRow]:
-        """At most *limit* runs, newest fire first (ties: newest row first), of *task*, in
-        *status* and held or run by *node* when given."""
+        """At most *limit* runs, newest fire first (ties: newest row first), of *task* (a
+        name, or a pattern as :func:`name_matches` reads it), in *status*, held or run by
+        *node*, and fired at or after *since* when given."""
 
         def read(conn: sa.Connection) -> list[HistoryRow]:
             columns = [d.c[name] for name in _DETAIL]
@@ -44,7 +63,9 @@ class HistoryStore:
                 d, t, t.c.id == d.c.task_id
             )
             if task is not None:
-                query = query.where(t.c.name == task)
+                query = query.where(name_matches(t.c.name, task))
+            if since is not None:
+                query = query.where(d.c.fire_time >= since)
             if status is not None:
                 query = query.where(d.c.status == str(status))
             if node is not None:
@@ -132,10 +153,10 @@ class HistoryStore:
 
         return self._db.read("failures", read)
 
-    def backlog(self) -> tuple[datetime, dict[int, Backlog]]:
-        """The database time and, by task id, the PENDING runs already due then (not yet
-        claimed by any node): how many, and the oldest ``due_time``. Tasks with none are
-        absent. Served by the index on (status, due_time)."""
+    def backlog(self, task_ids: Sequence[int] | None = None) -> tuple[datetime, dict[int, Backlog]]:
+        """The database time and, by task id (of *task_ids* when given), the PENDING runs
+        already due then (not yet claimed by any node): how many, and the oldest
+        ``due_time``. Tasks with none are absent. Served by the index on (status, due_time)."""
 
         def read(conn: sa.Connection) -> tuple[datetime, dict[int, Backlog]]:
             now = conn.scalar(sa.select(db_now()))
@@ -144,6 +165,8 @@ class HistoryStore:
                 .where(d.c.status == str(RunStatus.PENDING), d.c.due_time <= now)
                 .group_by(d.c.task_id)
             )
+            if task_ids is not None:
+                query = query.where(d.c.task_id.in_(list(task_ids)))
             found = {int(row[0]): Backlog(int(row[1]), row[2]) for row in conn.execute(query)}
             return now, found
 
@@ -178,6 +201,9 @@ _DETAIL = [
     "last_fire_time",
     "result",
     "traceback",
+    "shard",
+    "shards",
+    "target_node",
 ]
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
 from easyjob.core.records import NodeRow
-from easyjob.core.states import HELD, NodeStatus
+from easyjob.core.states import HELD, NodeStatus, RunStatus
 from easyjob.errors import NodeIdInUseError
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
@@ -46,12 +47,15 @@ class NodeStore:
         workers: int,
         dead_after: timedelta | None = None,
         clock_offset_ms: int = 0,
+        broadcast_tasks: Sequence[str] = (),
     ) -> None:
         """Insert this node's row, RUNNING, heartbeat now (database time).
 
         A node id that exists already (a restart under a configured id) is taken over only if
         that row is STOPPED or DEAD, or its heartbeat is older than *dead_after* (when given):
-        the predecessor crashed. Otherwise NodeIdInUseError: a live node has this id."""
+        the predecessor crashed. Otherwise NodeIdInUseError: a live node has this id.
+        *broadcast_tasks*: the names of the broadcast tasks this node's code declares (each
+        fire of one of them is planned as a run for every RUNNING node that lists it)."""
 
         def write(conn: sa.Connection) -> None:
             now = conn.scalar(sa.select(db_now()))
@@ -69,6 +73,7 @@ class NodeStore:
                 clock_offset_ms=clock_offset_ms,
                 claimed_count=0,
                 completed_count=0,
+                broadcast_tasks=sorted(broadcast_tasks) or None,
             )
             reused = conn.execute(
                 n.update()
@@ -130,10 +135,13 @@ class NodeStore:
         values: dict[str, object] = {"status": str(status), "version": n.c.version + 1}
         if status == NodeStatus.STOPPED:
             values["stopped_at"] = db_now()
-        self._db.write(
-            "set_node_status",
-            lambda conn: conn.execute(n.update().where(n.c.node_id == node_id).values(**values)),
-        )
+
+        def write(conn: sa.Connection) -> None:
+            conn.execute(n.update().where(n.c.node_id == node_id).values(**values))
+            if status == NodeStatus.STOPPED:
+                _close_targeted(conn, [node_id], "stopped")
+
+        self._db.write("set_node_status", write)
 
     def mark_dead(self, dead_after: timedelta, *, now: datetime | None = None) -> int:
         """Mark RUNNING/STOPPING nodes whose heartbeat is older than *dead_after* DEAD, judged
@@ -154,11 +162,14 @@ class NodeStore:
             return bool(conn.scalar(sa.select(sa.exists().where(stale(conn)))))
 
         def write(conn: sa.Connection) -> int:
+            where = stale(conn)
+            dead = list(conn.scalars(sa.select(n.c.node_id).where(where)))
             done = conn.execute(
                 n.update()
-                .where(stale(conn))
+                .where(where, n.c.node_id.in_(dead))
                 .values(status=str(NodeStatus.DEAD), version=n.c.version + 1)
             )
+            _close_targeted(conn, dead, "was declared dead")
             return int(done.rowcount)
 
         if not self._db.read("stale_nodes", found):
@@ -211,3 +222,22 @@ class NodeStore:
         node id: the membership strategies rank over. Reads only RUNNING rows."""
         now, nodes = self._read(n.c.status == str(NodeStatus.RUNNING))
         return now, [node for node in nodes if node.age <= dead_after]
+
+
+def _close_targeted(conn: sa.Connection, node_ids: Sequence[str], what: str) -> None:
+    """SKIPPED, with the reason, for the PENDING broadcast runs of *node_ids*: a broadcast
+    run belongs to its node and is never run by another."""
+    if not node_ids:
+        return
+    conn.execute(
+        d.update()
+        .where(d.c.status == str(RunStatus.PENDING), d.c.target_node.in_(list(node_ids)))
+        .values(
+            status=str(RunStatus.SKIPPED),
+            version=d.c.version + 1,
+            end_time=db_now(),
+            error_msg=sa.literal("broadcast run not started: its node ")
+            + d.c.target_node
+            + sa.literal(f" {what}"),
+        )
+    )

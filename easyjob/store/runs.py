@@ -59,6 +59,9 @@ _RUN_COLUMNS = (
     t.c.misfire_grace_ms,
     d.c.kwargs.label("trigger_kwargs"),
     t.c.origin,
+    d.c.shard,
+    d.c.shards,
+    d.c.target_node,
 )
 
 
@@ -74,6 +77,8 @@ _CANDIDATE_COLUMNS = (
     t.c.misfire,
     t.c.misfire_grace_ms,
     t.c.origin,
+    d.c.shard,
+    d.c.target_node,
 )
 
 _HELD_COLUMNS = (
@@ -88,6 +93,9 @@ _HELD_COLUMNS = (
     d.c.recoveries,
     d.c.kwargs,
     t.c.name.label("task_name"),
+    d.c.shard,
+    d.c.shards,
+    d.c.target_node,
 )
 
 
@@ -111,12 +119,18 @@ class RunStore:
         self._db = db
 
     def pending(
-        self, horizon: datetime, limit: int, exclude: Collection[int] = ()
+        self,
+        horizon: datetime,
+        limit: int,
+        exclude: Collection[int] = (),
+        *,
+        node_id: str | None = None,
     ) -> list[Candidate]:
         """At most *limit* PENDING runs due by *horizon*, earliest first, of tasks not
         PAUSED and not in *exclude* (task ids: the loader's small set of tasks that are
-        not its code's). Served by the index on (status, due_time) and the task's primary
-        key: the cost is per row returned, whatever the backlog or the number of tasks."""
+        not its code's); with *node_id*, less the broadcast runs of other nodes. Served by
+        the index on (status, due_time) and the task's primary key: the cost is per row
+        returned, whatever the backlog or the number of tasks."""
 
         def read(conn: sa.Connection) -> list[Candidate]:
             query = (
@@ -132,6 +146,8 @@ class RunStore:
             )
             if exclude:
                 query = query.where(d.c.task_id.not_in(list(exclude)))
+            if node_id is not None:
+                query = query.where(_claimable_by(node_id))
             return [_candidate(row) for row in conn.execute(query).mappings()]
 
         return self._db.read("pending_runs", read)
@@ -202,6 +218,7 @@ class RunStore:
                 .where(
                     at_versions(d, expected),
                     status_is(d.c.status, str(RunStatus.PENDING)),
+                    _claimable_by(node_id),
                 )
                 .values(
                     status=str(RunStatus.CLAIMED),
@@ -248,6 +265,7 @@ class RunStore:
                 d.c.status == str(RunStatus.PENDING),
                 d.c.due_time <= horizon,
                 d.c.task_id.in_(claimable.scalar_subquery()),
+                _claimable_by(node_id),
             )
             .order_by(d.c.due_time, d.c.id)
             .limit(limit)
@@ -307,6 +325,8 @@ class RunStore:
             other.c.task_id == d.c.task_id,
             other.c.status == str(RunStatus.RUNNING),
             other.c.id != d.c.id,
+            # the shards of one fire run side by side; a later fire waits for them all
+            sa.or_(d.c.shards == 1, other.c.fire_time != d.c.fire_time),
         )
         free = sa.or_(d.c.id.not_in(list(exclusive)), ~busy) if exclusive else sa.true()
 
@@ -426,7 +446,8 @@ class RunStore:
                     .where(t.c.id.in_(list(per_task)))
                     .values(success_count=t.c.success_count + per_id(t, per_task))
                 )
-                _children_of(conn, won)
+                if completing := _completing(conn, [r for r in runs if r.id in won]):
+                    _children_of(conn, completing)
                 _write_extras(conn, [row for row in extras if row["rid"] in won])
             return won
 
@@ -471,6 +492,9 @@ class RunStore:
                     now + retry_in,
                     now,
                     kwargs=run.trigger_kwargs,
+                    shard=run.shard,
+                    shards=run.shards,
+                    target_node=run.target_node,
                 )
             return True
 
@@ -531,7 +555,9 @@ class RunStore:
     ) -> list[int]:
         """Take back *runs* of dead nodes: each goes ABANDONED (version-checked) and a new
         PENDING attempt (``attempt`` + 1, ``triggered_by`` = recovery) is made claimable now.
-        Returns the ids of the new attempts; a run that changed meanwhile is left alone.
+        Returns the ids of the new attempts; a run that changed meanwhile is left alone. A
+        broadcast run of another node than *by_node* ends ABANDONED with no new attempt: it
+        belongs to its node, which is gone.
         *reason* (default: the holder was declared dead) is written to the abandoned row.
 
         With *max_recoveries*, a crash is not contagious: a RUNNING run counts one more
@@ -555,6 +581,9 @@ class RunStore:
                         ended.append(run.id)
                     continue
                 why = reason or f"node {run.node_id} declared dead; taken over by {by_node}"
+                elsewhere = run.target_node not in (None, by_node)
+                if elsewhere:  # a broadcast run belongs to its node
+                    why = f"broadcast run of node {run.target_node}, gone: not run elsewhere"
                 done = conn.execute(
                     d.update()
                     .where(
@@ -567,7 +596,7 @@ class RunStore:
                         error_msg=why,
                     )
                 )
-                if done.rowcount == 1:
+                if done.rowcount == 1 and not elsewhere:
                     created.append(
                         new_id := _new_attempt(
                             conn,
@@ -580,6 +609,9 @@ class RunStore:
                             now,
                             recoveries=crashes,
                             kwargs=run.kwargs,
+                            shard=run.shard,
+                            shards=run.shards,
+                            target_node=run.target_node,
                         )
                     )
                     if recovered is not None:
@@ -699,6 +731,37 @@ def _unchanged(conn: sa.Connection, runs: Sequence[Run]) -> list[int]:
     return _rows_at(conn, {r.id: r.version for r in runs}, runs[0].status, runs[0].node_id)
 
 
+def _claimable_by(node_id: str) -> sa.ColumnElement[bool]:
+    """Runs *node_id* may claim: any but another node's broadcast run."""
+    return sa.or_(d.c.target_node.is_(None), d.c.target_node == node_id)
+
+
+def _completing(conn: sa.Connection, succeeded: Sequence[Run]) -> list[int]:
+    """Of runs that just succeeded (written SUCCESS in this transaction), the ids whose
+    success completes their fire: every unsharded run, and for the shards of one fire
+    (task, ``fire_time``) one run, once exactly one SUCCESS row of each shard exists.
+
+    Finishers of one task's shards take turns: the caller has already updated the task's
+    row (its success count) in this transaction, which holds that row's lock until commit
+    on PostgreSQL and MariaDB (SQLite has one writer at a time), so the last shard to
+    finish sees every other's SUCCESS and only it makes the children."""
+    done = [r.id for r in succeeded if r.shards == 1]
+    fires = {(r.task_id, r.fire_time): r for r in succeeded if r.shards > 1}
+    for (task_id, fire_time), run in fires.items():
+        shards, rows = conn.execute(
+            sa.select(sa.func.count(sa.distinct(d.c.shard)), sa.func.count()).where(
+                d.c.task_id == task_id,
+                d.c.fire_time == fire_time,
+                d.c.status == str(RunStatus.SUCCESS),
+            )
+        ).one()
+        if shards == rows == run.shards:
+            done.append(
+                max(r.id for r in succeeded if (r.task_id, r.fire_time) == (task_id, fire_time))
+            )
+    return done
+
+
 def _children_of(
     conn: sa.Connection,
     parent_ids: Collection[int],
@@ -778,6 +841,7 @@ def _insert_children(
             sa.literal(reason, d.c.error_msg.type),
             now if status != RunStatus.PENDING else sa.null(),
             now,
+            t.c.shards,
         )
         .join_from(parent, t, t.c.pid == parent.c.task_id)
         .where(
@@ -785,6 +849,16 @@ def _insert_children(
             status_is(t.c.status, str(TaskStatus.ACTIVE)),
         )
     )
+    most = 1
+    if status == RunStatus.PENDING:  # a sharded child runs as one run per shard
+        most = conn.scalar(select.with_only_columns(sa.func.max(t.c.shards))) or 1
+    if most > 1:
+        numbers = sa.union_all(
+            *(sa.select(sa.literal(i, sa.Integer).label("n")) for i in range(most))
+        ).subquery("shard_numbers")
+        select = select.add_columns(numbers.c.n).join(numbers, numbers.c.n < t.c.shards)
+    else:
+        select = select.add_columns(sa.literal(0, sa.Integer))
     if refused:
         pair = sa.tuple_(parent.c.id, t.c.id)
         select = select.where(pair.in_(refused) if only_refused else pair.not_in(refused))
@@ -799,6 +873,8 @@ def _insert_children(
         "error_msg",
         "end_time",
         "create_time",
+        "shards",
+        "shard",
     ]
     conn.execute(d.insert().from_select(columns, select))
 
@@ -815,11 +891,17 @@ def _new_attempt(
     *,
     recoveries: int = 0,
     kwargs: dict[str, Any] | None = None,
+    shard: int = 0,
+    shards: int = 1,
+    target_node: str | None = None,
 ) -> int:
     result = conn.execute(
         d.insert().values(
             kwargs=kwargs,
             recoveries=recoveries,
+            shard=shard,
+            shards=shards,
+            target_node=target_node,
             task_id=task_id,
             pid=pid,
             fire_time=fire_time,

@@ -14,19 +14,20 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
-from easyjob.core.records import Advance, TaskRow, TaskSpec
+from easyjob.core.records import Advance, PlannedFire, TaskRow, TaskSpec
 from easyjob.core.schedule import build_schedule
-from easyjob.core.states import RunStatus, TaskStatus, Trigger
+from easyjob.core.states import NodeStatus, RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
 from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.retry import first_line, is_transient
-from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
+from easyjob.store.schema import UTCDateTime, node_table, task_detail_table, task_table
 
 __all__ = ["TaskStore"]
 
 t = task_table
 d = task_detail_table
+n = node_table
 log = logging.getLogger("easyjob.store")
 
 
@@ -370,22 +371,12 @@ class TaskStore:
         )
         won = self._db.winners(conn, stmt, t, expected)
         now = conn.scalar(sa.select(db_now()))
+        targets = _broadcast_targets(conn, [i for i in won if by_id[i].broadcast])
         rows = [
-            {
-                "task_id": task_id,
-                "fire_time": fire.fire_time,
-                "due_time": fire.fire_time,
-                "status": str(fire.status),
-                "triggered_by": str(Trigger.CRON),
-                "attempt": 1,
-                "error_msg": fire.error_msg,
-                "end_time": now if fire.status != RunStatus.PENDING else None,
-                "create_time": now,
-                "missed_count": fire.missed_count,
-                "last_fire_time": fire.last_fire_time,
-            }
+            row
             for task_id in won
             for fire in by_id[task_id].fires
+            for row in _fire_rows(task_id, fire, by_id[task_id].shards, targets.get(task_id), now)
         ]
         if rows:
             conn.execute(self._insert_fires(), rows)
@@ -412,7 +403,8 @@ class TaskStore:
     ) -> int:
         """Create a manual fire of task *name*, due *at* (default: now, database time), with
         the trigger arguments *kwargs*; any node whose code declares the task may take it.
-        Returns its run id.
+        Returns its run id (a sharded task's fire is one run per shard, and a broadcast
+        task's one per node that declares it: the id of the first).
 
         *kwargs* must be JSON and name only arguments the task accepts (``accepts=`` of
         ``@scheduled``, stored in ``easy_job_task.accepts``), else TaskDefinitionError
@@ -425,7 +417,9 @@ class TaskStore:
             )
 
         def write(conn: sa.Connection) -> int:
-            query = sa.select(t.c.id, t.c.accepts, t.c.misfire_grace_ms).where(t.c.name == name)
+            query = sa.select(
+                t.c.id, t.c.accepts, t.c.misfire_grace_ms, t.c.shards, t.c.broadcast
+            ).where(t.c.name == name)
             row = conn.execute(query).first()
             if row is None:
                 raise TaskNotFoundError(f"no task named {shown(name)}")
@@ -443,19 +437,14 @@ class TaskStore:
                     f"trigger of {name!r} at {due.isoformat()}: in the past (database time "
                     f"{now.isoformat()}), beyond the task's misfire grace"
                 )
-            result = conn.execute(
-                d.insert().values(
-                    task_id=row.id,
-                    fire_time=due,
-                    due_time=due,
-                    status=str(RunStatus.PENDING),
-                    triggered_by=str(Trigger.MANUAL),
-                    attempt=1,
-                    create_time=now,
-                    kwargs=given,
-                )
-            )
-            return int(result.inserted_primary_key[0])  # type: ignore[index]
+            targets = _broadcast_targets(conn, [row.id]).get(row.id) if row.broadcast else None
+            first = None
+            for values in _fire_rows(row.id, PlannedFire(due), row.shards, targets, now):
+                values.update(triggered_by=str(Trigger.MANUAL), kwargs=given)
+                result = conn.execute(d.insert().values(values))
+                first = first or int(result.inserted_primary_key[0])  # type: ignore[index]
+            assert first is not None
+            return first
 
         return self._db.write("trigger_task", write)
 
@@ -472,6 +461,61 @@ def _trigger_kwargs(name: str, kwargs: Mapping[str, Any] | None) -> dict[str, An
         return dict(json.loads(json.dumps(dict(kwargs), allow_nan=False)))
     except (TypeError, ValueError) as err:
         raise TaskDefinitionError(f"trigger of {name!r}: kwargs must be JSON: {err}") from err
+
+
+def _broadcast_targets(conn: sa.Connection, task_ids: Sequence[int]) -> dict[int, list[str]]:
+    """For each task of *task_ids* (broadcast tasks), the RUNNING nodes whose code declares
+    it (their ``broadcast_tasks`` name it), by node id."""
+    if not task_ids:
+        return {}
+    names = conn.execute(sa.select(t.c.id, t.c.name).where(t.c.id.in_(list(task_ids)))).all()
+    running = conn.execute(
+        sa.select(n.c.node_id, n.c.broadcast_tasks).where(
+            n.c.status == str(NodeStatus.RUNNING), n.c.broadcast_tasks.is_not(None)
+        )
+    ).all()
+    return {
+        int(task_id): sorted(node for node, declared in running if name in (declared or ()))
+        for task_id, name in names
+    }
+
+
+def _fire_rows(
+    task_id: int, fire: PlannedFire, shards: int, targets: list[str] | None, now: datetime
+) -> list[dict[str, Any]]:
+    """The run rows of one planned fire: one per shard, or for a broadcast task (*targets*
+    not None) one per target node (numbered as shards); a fire with no target node is one
+    SKIPPED row saying so, and a MISSED fire one row."""
+    status, reason = fire.status, fire.error_msg
+    if status == RunStatus.PENDING and targets is not None and not targets:
+        status = RunStatus.SKIPPED
+        reason = "broadcast fire: no RUNNING node declares this task"
+    if status == RunStatus.PENDING and targets:
+        parts: list[tuple[int, str | None]] = list(enumerate(targets))
+        shards = len(targets)
+    elif status == RunStatus.PENDING:
+        parts = [(shard, None) for shard in range(shards)]
+    else:
+        parts = [(0, None)]
+    return [
+        {
+            "task_id": task_id,
+            "fire_time": fire.fire_time,
+            "due_time": fire.fire_time,
+            "status": str(status),
+            "triggered_by": str(Trigger.CRON),
+            "attempt": 1,
+            "error_msg": reason,
+            "end_time": now if status != RunStatus.PENDING else None,
+            "create_time": now,
+            "missed_count": fire.missed_count,
+            "last_fire_time": fire.last_fire_time,
+            "shard": shard,
+            "shards": shards,
+            "target_node": target,
+        }
+        for shard, target in parts
+    ]
 
 
 def _parents_first(specs: Sequence[TaskSpec]) -> list[TaskSpec]:

@@ -18,6 +18,7 @@ from easyjob.core.records import TaskRow
 from easyjob.core.states import TERMINAL, RunStatus
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
+from easyjob.store.history import name_matches
 from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
 
 __all__ = ["Activity", "Bucket", "LastOutcome", "ViewStore"]
@@ -79,6 +80,26 @@ class ViewStore:
             return [TaskRow.from_row(row) for row in conn.execute(query).mappings()]
 
         return self._db.read("view_tasks", read)
+
+    def find_tasks(
+        self, *, task: str | None = None, status: str | None = None, limit: int | None = None
+    ) -> tuple[int, list[TaskRow]]:
+        """How many tasks match, and the first *limit* of them by name: those whose name is
+        *task* (or matches it as a pattern, see :func:`~easyjob.store.history.name_matches`)
+        and whose status is *status*, when given."""
+
+        def read(conn: sa.Connection) -> tuple[int, list[TaskRow]]:
+            where = []
+            if task is not None:
+                where.append(name_matches(t.c.name, task))
+            if status is not None:
+                where.append(t.c.status == status)
+            total = conn.scalar(sa.select(sa.func.count()).select_from(t).where(*where))
+            query = sa.select(t).where(*where).order_by(t.c.name).limit(limit)
+            rows = [TaskRow.from_row(row) for row in conn.execute(query).mappings()]
+            return int(total or 0), rows
+
+        return self._db.read("find_tasks", read)
 
     def last_outcomes(self, task_ids: Sequence[int]) -> dict[int, LastOutcome]:
         """The last ended run of each task in *task_ids* (newest row of a final status),

@@ -48,6 +48,11 @@ CASES = [
         "duplicate task name 'x'",
     ),
     (
+        "one function name defined twice in a module",
+        "@scheduled('@hourly')\ndef a(): pass\n\n@scheduled('@daily')\ndef a(): pass",
+        "is defined twice in ",
+    ),
+    (
         "non-JSON kwargs",
         "@scheduled('@hourly', kwargs={'n': {1, 2}})\ndef f(n): pass",
         "kwargs must be JSON",

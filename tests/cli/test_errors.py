@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,34 @@ def test_init_db_creates_the_schema_that_status_needs(cli: Cli, db_url: str) -> 
 def test_bad_database_url_is_exit_2(cli: Cli, url: str, message: str) -> None:
     result = cli("status", "--db", url)
     assert (result.code, result.out, result.err) == (2, "", f"easyjob: {message}\n")
+
+
+@pytest.mark.parametrize(
+    ("url", "module", "hint"),
+    [
+        (
+            "postgresql://easyjob:secret@127.0.0.1/app",
+            "psycopg",
+            "the PostgreSQL driver psycopg is not installed: pip install 'easyjob[postgres]'",
+        ),
+        (
+            "mysql://easyjob:secret@127.0.0.1/app",
+            "pymysql",
+            "the MySQL/MariaDB driver PyMySQL is not installed: pip install PyMySQL",
+        ),
+    ],
+)
+def test_missing_driver_names_what_to_install(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, url: str, module: str, hint: str
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # its import fails as if not installed
+    result = cli("status", "--db", url)
+    shown = url.replace(":secret@", ":***@").replace("://", f"+{module}://", 1)
+    assert (result.code, result.out, result.err) == (
+        2,
+        "",
+        f"easyjob: cannot use database URL {shown!r}: {hint}\n",
+    )
 
 
 def _closed_port() -> int:

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from easyjob.core.states import RunStatus, TaskStatus
+from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
 from easyjob.store import Store
 from easyjob.store.schema import node_table as n
 from easyjob.store.schema import task_table as t
@@ -50,19 +50,30 @@ def _cluster(store: Store) -> dict[str, int]:
     return {"failed": failed.id, "running": running.id, "queued": queued}
 
 
-def test_status_json_agrees_with_the_store(cli: Cli, store: Store, db_url: str) -> None:
+def test_status_json_summarises_and_agrees_with_the_store(
+    cli: Cli, store: Store, db_url: str
+) -> None:
     ids = _cluster(store)
+    register(store, "node-c")
+    store.nodes.set_status("node-c", NodeStatus.STOPPED)
     result = cli("status", "--json", "--db", db_url)
     assert (result.code, result.err) == (0, "")
     doc = result.json()
-    assert set(doc) == {"db_time", "nodes", "tasks", "failures"}
+    assert set(doc) == {"db_time", "window_s", "counts", "nodes", "late", "failing", "failures"}
     db_time = _when(doc["db_time"])
     assert abs(db_time - store.db.now()) < timedelta(seconds=30)
+    assert doc["window_s"] == 3600.0
+    assert doc["counts"] == {
+        "tasks": {"ACTIVE": 3},
+        "runs": {"PENDING": 1, "RUNNING": 1},
+        "ended": {"FAILED": 1},
+        "nodes": {"RUNNING": 2, "STOPPED": 1},
+    }
 
     _, nodes = store.nodes.all()
     by_id = {node["node_id"]: node for node in doc["nodes"]}
-    assert sorted(by_id) == [node.node_id for node in nodes] == ["node-a", "node-b"]
-    for node in nodes:
+    assert sorted(by_id) == ["node-a", "node-b"]  # a STOPPED node is only counted
+    for node in nodes[:2]:
         shown = by_id[node.node_id]
         assert (shown["status"], shown["clock_offset_ms"], shown["host"]) == (
             node.status.value,
@@ -74,21 +85,25 @@ def test_status_json_agrees_with_the_store(cli: Cli, store: Store, db_url: str) 
     assert by_id["node-a"]["clock_offset_ms"] == 250
     assert 0 <= by_id["node-a"]["age_s"] < 30
     assert 100 <= by_id["node-b"]["age_s"] < 130
-    assert (by_id["node-a"]["held"], by_id["node-b"]["held"]) == (1, 0)
+    node_a, node_b = by_id["node-a"], by_id["node-b"]
+    assert (node_a["held"], node_a["succeeded"], node_a["failed"]) == (1, 0, 1)
+    assert (node_b["held"], node_b["succeeded"], node_b["failed"]) == (0, 0, 0)
 
-    tasks = {task["name"]: task for task in doc["tasks"]}
-    for row in store.tasks.all():
-        shown = tasks[row.name]
-        assert (shown["id"], shown["status"], shown["fail_count"]) == (
-            row.id,
-            row.status.value,
-            row.fail_count,
-        )
-        assert _when(shown["next_start_time"]) == row.next_start_time
-    assert 60 <= tasks["late"]["lag_s"] < 90
-    assert (tasks["queued"]["pending"], tasks["late"]["pending"]) == (1, 0)
-    assert 30 <= tasks["queued"]["lag_s"] < 60
-    assert tasks["broken"]["lag_s"] == 0.0
+    assert doc["late"]["total"] == 2
+    late, queued = doc["late"]["tasks"]
+    assert (late["name"], late["pending"], late["oldest_pending"]) == ("late", 0, None)
+    assert 60 <= late["lag_s"] < 90
+    assert _when(late["next_start_time"]) == store.tasks.get("late").next_start_time
+    assert (queued["name"], queued["pending"]) == ("queued", 1)
+    assert 30 <= queued["lag_s"] < 60
+    assert doc["failing"] == [
+        {
+            "name": "broken",
+            "failures": 1,
+            "last_end_time": doc["failures"][0]["end_time"],
+            "fail_count": store.tasks.get("broken").fail_count,
+        }
+    ]
 
     (failure,) = doc["failures"]
     (stored,) = store.history.failures()
@@ -101,24 +116,70 @@ def test_status_json_agrees_with_the_store(cli: Cli, store: Store, db_url: str) 
     assert _when(failure["end_time"]) == stored.end_time
 
 
+def test_status_is_bounded_by_top_and_window(cli: Cli, store: Store, db_url: str) -> None:
+    names = [f"t{i:02d}" for i in range(30)]
+    store.tasks.upsert(yearly(*names, "resting"))
+    for i, name in enumerate(names):  # t00 is the most late, t29 the least
+        overdue = store.db.now() - timedelta(minutes=60 - i)
+        stmt = t.update().where(t.c.name == name).values(next_start_time=overdue)
+        store.db.write("overdue", lambda conn, stmt=stmt: conn.execute(stmt))
+    store.tasks.set_status("t00", TaskStatus.PAUSED)  # a paused task waits on purpose
+    failed = []
+    for name in ("t05", "t05", "t06"):
+        run = start_manual_run(store, name)
+        assert store.runs.fail(run, "boom", retry_in=None)
+        failed.append(run.id)
+    age_runs(store, failed[:1], "end_time", timedelta(hours=2))  # out of a 1 h window
+
+    doc = cli("status", "--json", "--top", "3", "--db", db_url).json()
+    assert doc["late"]["total"] == 29
+    assert [row["name"] for row in doc["late"]["tasks"]] == ["t01", "t02", "t03"]
+    assert sorted((row["name"], row["failures"]) for row in doc["failing"]) == [
+        ("t05", 1),
+        ("t06", 1),
+    ]
+    assert doc["counts"]["ended"] == {"FAILED": 2}
+    assert doc["counts"]["tasks"] == {"ACTIVE": 30, "PAUSED": 1}
+    wide = cli("status", "--json", "--window", "3h", "--db", db_url).json()
+    assert [(row["name"], row["failures"]) for row in wide["failing"]] == [("t05", 2), ("t06", 1)]
+    assert len(wide["late"]["tasks"]) == 10  # the default --top
+    assert cli("status", "--top", "0", "--db", db_url).code == 2
+
+
 def test_status_human_shows_every_section(cli: Cli, store: Store, db_url: str) -> None:
     ids = _cluster(store)
     result = cli("status", "--db", db_url)
     assert result.code == 0
     text = result.out
-    assert re.match(rf"database time {ISO_MS}\n\nnodes\n", text)
-    nodes, tasks, failures = text.split("\n\n")[1:]
+    assert re.match(rf"database time {ISO_MS}\n\nnodes: 2 RUNNING\n", text)
+    nodes, counts, late, failing, failures = text.split("\n\n")[1:]
     lines = nodes.splitlines()
-    assert lines[1].split()[:4] == ["node_id", "status", "age_s", "clock_offset_ms"]
+    assert lines[1].split()[:7] == [
+        "node_id",
+        "status",
+        "age_s",
+        "clock_offset_ms",
+        "held",
+        "succeeded",
+        "failed",
+    ]
     node_a = lines[2].split()
     assert node_a[:2] == ["node-a", "RUNNING"]
-    assert re.fullmatch(r"\d+\.\ds", node_a[2]) and node_a[3] == "+250ms"
+    assert re.fullmatch(r"\d+\.\ds", node_a[2]) and node_a[3:7] == ["+250ms", "1", "0", "1"]
     assert lines[3].split()[:4] == ["node-b", "RUNNING", "1m40s", "+0ms"]
     assert re.search(ISO_MS, lines[3])
-    task_lines = tasks.splitlines()
-    assert task_lines[1].split()[:4] == ["name", "status", "next_start_time", "lag_s"]
-    assert [line.split()[0] for line in task_lines[2:]] == ["broken", "late", "queued"]
-    assert re.fullmatch(r"1m0\ds", task_lines[3].split()[3])
+    assert counts.splitlines() == [
+        "tasks: 3 (3 ACTIVE), 2 late",
+        "runs: 1 PENDING due, 1 RUNNING; ended in the last 1h: 1 FAILED",
+    ]
+    late_lines = late.splitlines()
+    assert late_lines[0] == "late tasks: 2 of 2, most late first"
+    assert late_lines[1].split()[:2] == ["name", "lag_s"]
+    assert [line.split()[0] for line in late_lines[2:]] == ["late", "queued"]
+    assert re.fullmatch(r"1m0\ds", late_lines[2].split()[1])
+    failing_lines = failing.splitlines()
+    assert failing_lines[0] == "failing tasks: most FAILED or ABANDONED runs in the last 1h first"
+    assert failing_lines[2].split()[:2] == ["broken", "1"]
     failure_lines = failures.splitlines()
     assert failure_lines[0] == "recent failures"
     assert failure_lines[2].split()[:3] == [str(ids["failed"]), "broken", "FAILED"]
@@ -262,3 +323,71 @@ def test_a_task_no_running_node_registered_is_flagged_not_deleted(
         ("gone", False),
         ("kept", True),
     ]
+
+
+def test_tasks_filter_by_name_pattern_status_and_limit(cli: Cli, store: Store, db_url: str) -> None:
+    store.tasks.upsert(yearly("jobs.a_1", "jobs.a_2", "jobs.a91", "jobs.b", "other.a_1"))
+    store.tasks.set_status("jobs.a_2", TaskStatus.PAUSED)
+
+    def names(*argv: str) -> tuple[int, list[str]]:
+        doc = cli("tasks", "--json", *argv, "--db", db_url).json()
+        return doc["total"], sorted(row["name"] for row in doc["tasks"])
+
+    assert names() == (5, ["jobs.a91", "jobs.a_1", "jobs.a_2", "jobs.b", "other.a_1"])
+    assert names("--task", "jobs.a_*") == (2, ["jobs.a_1", "jobs.a_2"])  # _ is no wildcard
+    assert names("--task", "*.a?1") == (3, ["jobs.a91", "jobs.a_1", "other.a_1"])
+    assert names("--task", "jobs.b") == (1, ["jobs.b"])
+    assert names("--status", "paused") == (1, ["jobs.a_2"])
+    assert names("--task", "jobs.*", "--status", "ACTIVE") == (
+        3,
+        ["jobs.a91", "jobs.a_1", "jobs.b"],
+    )
+    # the first by name, in the database's own collation
+    ordered = [row["name"] for row in cli("tasks", "--json", "--db", db_url).json()["tasks"]]
+    limited = cli("tasks", "--limit", "2", "--db", db_url)
+    assert limited.code == 0
+    assert [line.split()[0] for line in limited.out.splitlines()[1:]] == ordered[:2]
+    assert limited.err == (
+        "easyjob: showing 2 of 5 tasks (the first by name): narrow with --task or --status, "
+        "or raise --limit\n"
+    )
+    none = cli("tasks", "--task", "nothing*", "--db", db_url)
+    assert (none.code, none.out, none.err) == (0, "no tasks\n", "")
+    unknown = cli("tasks", "--task", "nothing", "--db", db_url)
+    assert (unknown.code, unknown.err) == (4, "easyjob: no task named 'nothing'\n")
+    bad = cli("tasks", "--status", "RUNNING", "--db", db_url)
+    assert bad.code == 2
+    assert bad.err.splitlines()[-1] == (
+        "easyjob tasks: error: argument --status: must be one of ACTIVE, PAUSED, FINISHED, "
+        "got 'RUNNING'"
+    )
+
+
+def test_history_filters_by_pattern_node_and_since(cli: Cli, store: Store, db_url: str) -> None:
+    store.tasks.upsert(yearly("jobs.a", "jobs.b", "other"))
+    old = start_manual_run(store, "jobs.a", "node-a")
+    assert store.runs.finish(old)
+    age_runs(store, [old.id], "fire_time", timedelta(hours=3))
+    on_b = start_manual_run(store, "jobs.b", "node-b")
+    other = start_manual_run(store, "other", "node-a")
+
+    def ids(*argv: str) -> list[int]:
+        result = cli("history", "--json", *argv, "--db", db_url)
+        assert result.code == 0, result.err
+        return sorted(row["id"] for row in result.json()["runs"])
+
+    assert ids("--task", "jobs.*") == sorted([old.id, on_b.id])
+    assert ids("--node", "node-a") == sorted([old.id, other.id])
+    assert ids("--since", "1h") == sorted([on_b.id, other.id])
+    assert ids("--since", "1h", "--node", "node-a") == [other.id]
+    cutoff = (store.db.now() - timedelta(hours=2)).isoformat()
+    assert ids("--since", cutoff) == sorted([on_b.id, other.id])
+    naive = (store.db.now() - timedelta(hours=4)).replace(tzinfo=None).isoformat()
+    assert ids("--since", naive, "--task", "jobs.?") == sorted([old.id, on_b.id])
+    assert ids("--task", "nothing*") == []
+    bad = cli("history", "--since", "yesterday", "--db", db_url)
+    assert bad.code == 2
+    assert bad.err.splitlines()[-1] == (
+        "easyjob history: error: argument --since: invalid time 'yesterday': give a duration "
+        "back from now (30m, 12h, 1d12h) or an ISO 8601 time (2030-01-02T03:00:00Z)"
+    )

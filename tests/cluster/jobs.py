@@ -160,3 +160,19 @@ if os.environ.get("EASYJOB_TEST_ASYNC"):
             record(ctx, "cancelled")
             raise
         record(ctx, "finished")
+
+
+# Sharding and broadcast (tests/cluster/test_split.py): the event names the shard.
+if os.environ.get("EASYJOB_TEST_SPLIT"):
+
+    @scheduled("* * * * * *", name="split", shards=3)
+    def split(ctx: TaskContext) -> None:
+        record(ctx, f"shard-{ctx.shard}-of-{ctx.shards}")
+
+    @scheduled(parent="split", name="split_after")
+    def split_after(ctx: TaskContext) -> None:
+        record(ctx)
+
+    @scheduled("* * * * * *", name="everywhere", broadcast=True)
+    def everywhere(ctx: TaskContext) -> None:
+        record(ctx, f"shard-{ctx.shard}-of-{ctx.shards}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -166,3 +167,49 @@ def test_a_cron_given_with_a_parent_is_checked_then_ignored() -> None:
     assert (child.cron, child.parent) == (None, f"{__name__}.job")
     with pytest.raises(CronError, match="invalid cron expression 'nope'"):
         scheduled("nope", parent="job", registry=registry)(other)
+
+
+def test_scheduled_without_parentheses_is_scheduled_with_none() -> None:
+    from easyjob.registry import default_registry
+
+    default_registry.clear()
+    try:
+        assert scheduled(plain) is plain  # a manual-only task, as @scheduled() makes it
+        (bare,) = default_registry.resolved()
+        default_registry.clear()
+        scheduled()(plain)
+        (called,) = default_registry.resolved()
+        assert bare == called and bare.cron is None and bare.every is None
+    finally:
+        default_registry.clear()
+
+
+def test_a_module_that_defines_one_task_twice_is_refused(tmp_path: Path) -> None:
+    source = tmp_path / "twice.py"
+    source.write_text(
+        "from easyjob import Registry, scheduled\n"
+        "registry = Registry()\n"
+        "@scheduled('@hourly', registry=registry)\n"
+        "def a(): pass\n"
+        "@scheduled('@daily', registry=registry)\n"
+        "def a(): pass\n"
+    )
+    with pytest.raises(TaskDefinitionError) as refused:
+        exec(compile(source.read_text(), str(source), "exec"), {"__name__": "twice"})
+    assert str(refused.value) == (
+        "@scheduled on twice:a: duplicate task name 'twice.a': twice:a is defined twice in "
+        f"{source} (lines 3 and 5); the second would silently replace the first"
+    )
+
+
+def test_defining_a_task_again_at_the_same_place_replaces_it() -> None:
+    registry = Registry()
+    code = "def again(): pass\n"
+    first: dict[str, object] = {"__name__": "again_mod"}
+    exec(compile(code, "again_mod.py", "exec"), first)
+    second: dict[str, object] = {"__name__": "again_mod"}
+    exec(compile(code, "again_mod.py", "exec"), second)  # a reload: same file and line
+    scheduled("@hourly", registry=registry)(first["again"])
+    scheduled("@daily", registry=registry)(second["again"])
+    entry = registry.get("again_mod.again")
+    assert entry is not None and entry.fn is second["again"] and entry.spec.cron == "@daily"
