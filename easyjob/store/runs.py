@@ -30,7 +30,7 @@ from easyjob.store.database import Database, at_versions, per_id, per_key, statu
 from easyjob.store.engine import db_now
 from easyjob.store.schema import node_table, task_detail_table, task_table
 
-__all__ = ["BLOCKED", "Blocked", "RunStore"]
+__all__ = ["BLOCKED", "Blocked", "RunStore", "skip_unstarted"]
 
 d = task_detail_table
 t = task_table
@@ -634,6 +634,21 @@ class RunStore:
             return {row[0]: int(row[1]) for row in conn.execute(query)}
 
         return self._db.read("held_counts", read)
+
+
+def skip_unstarted(conn: sa.Connection, task_id: int, reason: str, now: datetime) -> None:
+    """Close every run of task *task_id* that has not started (PENDING, or CLAIMED by a node:
+    its version moves, so that node's start is fenced) as SKIPPED with *reason*."""
+    conn.execute(
+        d.update()
+        .where(
+            d.c.task_id == task_id,
+            d.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)]),
+        )
+        .values(
+            status=str(RunStatus.SKIPPED), version=d.c.version + 1, end_time=now, error_msg=reason
+        )
+    )
 
 
 def _fenced_update(

@@ -23,10 +23,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from easyjob.core.records import ORIGIN_RUNTIME, TaskRow, TaskSpec
-from easyjob.core.states import Misfire, Overlap, RunStatus, TaskStatus
+from easyjob.core.states import Misfire, Overlap, TaskStatus
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
+from easyjob.store.runs import skip_unstarted
 from easyjob.store.schema import task_detail_table, task_table
 from easyjob.store.tasks import first_fire
 
@@ -199,19 +200,7 @@ class ScheduleStore:
                     update_time=now,
                 )
             )
-            conn.execute(
-                d.update()
-                .where(
-                    d.c.task_id == row.id,
-                    d.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)]),
-                )
-                .values(
-                    status=str(RunStatus.SKIPPED),
-                    version=d.c.version + 1,
-                    end_time=now,
-                    error_msg=REMOVED,
-                )
-            )
+            skip_unstarted(conn, row.id, REMOVED, now)
 
         self._db.write("remove_schedule", write)
         return self._get(name)

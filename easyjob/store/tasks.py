@@ -21,6 +21,7 @@ from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
 from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.retry import first_line, is_transient
+from easyjob.store.runs import skip_unstarted
 from easyjob.store.schema import UTCDateTime, node_table, task_detail_table, task_table
 
 __all__ = ["TaskStore"]
@@ -228,19 +229,7 @@ class TaskStore:
                 t.update().where(t.c.name == name).values(**values, version=t.c.version + 1)
             )
             if status == TaskStatus.PAUSED and row.status != str(TaskStatus.PAUSED):
-                conn.execute(
-                    d.update()
-                    .where(
-                        d.c.task_id == row.id,
-                        d.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)]),
-                    )
-                    .values(
-                        status=str(RunStatus.SKIPPED),
-                        version=d.c.version + 1,
-                        end_time=now,
-                        error_msg="task paused before it started",
-                    )
-                )
+                skip_unstarted(conn, row.id, "task paused before it started", now)
 
         self._db.write("set_task_status", write)
         return self.get(name)
