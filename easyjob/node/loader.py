@@ -1,4 +1,4 @@
-"""The loader thread: turns due schedules into runs and claims this node's share of them."""
+"""The loader thread: claims this node's share of the due runs (the planner writes them)."""
 
 from __future__ import annotations
 
@@ -7,18 +7,16 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from easyjob.core.config import NodeConfig
-from easyjob.core.planner import plan_advance
-from easyjob.core.records import ORIGIN_RUNTIME, Advance, Candidate, TaskRow
-from easyjob.core.schedule import Schedule
-from easyjob.core.states import Misfire, Overlap, RunStatus
+from easyjob.core.records import ORIGIN_RUNTIME, Candidate
+from easyjob.core.states import Misfire, Overlap
 from easyjob.core.strategies import ClusterView, LeastCountStrategy, Strategy, overdue
 from easyjob.events import EventKind, RunEvent
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Membership
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
-from easyjob.node.unplannable import Unplannable
-from easyjob.observe.metrics import NO_METRICS, Metrics, count_misfires
+from easyjob.node.planner import runnable_here
+from easyjob.observe.metrics import NO_METRICS, Metrics
 from easyjob.registry import Registered
 from easyjob.store import Store
 
@@ -29,33 +27,26 @@ _FORGET_POLLS = 60
 
 
 class Loader(Loop):
-    """Every poll, with database time *now* and horizon ``now + lookahead``:
+    """Every poll (and at once when the planner wrote fires or a worker came free), with
+    database time *now* and horizon ``now + lookahead``: read PENDING runs due by the
+    horizon, keep those of tasks this node's code declared (name and function), apply the
+    misfire policy to the ones already later than their task's grace (see
+    :meth:`RunStore.miss_late`), let the strategy pick this node's share (plus any overdue
+    past the grace), and claim as many as the dispatcher has room for (see
+    :meth:`Timetable.room`), at most ``batch`` per statement. When the strategy offers more
+    than that, each node starts at its own offset into the list, so that nodes racing for
+    the same runs (``default``) mostly try different ones. A node holds at most one waiting
+    run per exclusive (``serial``/``skip``) task: later fires stay PENDING for now.
 
-    1. advance due task schedules, writing their fires up to the horizon as PENDING runs
-       (misfire policy applied; see :mod:`easyjob.core.planner`): this node's share of the
-       tasks (task id modulo the live nodes), and any task overdue past the grace;
-    2. read PENDING runs due by the horizon, keep those of tasks this node's code declared
-       (name and function), apply the misfire policy to the ones already later than their
-       task's grace (see :meth:`RunStore.miss_late`), let the strategy pick this node's
-       share (plus any overdue past the grace), and claim as many as the dispatcher has
-       room for (see :meth:`Timetable.room`), at most ``batch`` per statement. When the
-       strategy offers more than that, each node starts at its own offset into the list,
-       so that nodes racing for the same runs (``default``) mostly try different ones. A
-       node holds at most one waiting run per exclusive (``serial``/``skip``) task: later
-       fires stay PENDING for now.
+    In the ``skip_locked`` claim mode this is one locking claim of the next due runs (at most
+    the room and the batch), which skips rows other nodes are claiming: no pending read, no
+    strategy, no lost races; a full batch claims again at once.
 
-       In the ``skip_locked`` claim mode, step 2 is one locking claim of the next due runs
-       (at most the room and the batch), which skips rows other nodes are claiming: no
-       pending read, no strategy, no lost races; a full batch claims again at once.
-
-    A node plans and claims only the tasks its code declared: the task rows it registered
-    at start (:meth:`declare`), still naming the function its code has for that name. A
-    task row it cannot plan (another node's code, a bad cron or zone edited into the row, a
-    write the database refuses) is set aside, reported once per change of the row and
-    looked at again every 10 s (:mod:`easyjob.node.unplannable`): one task's problem never
-    stops the others' planning. Tasks whose runs it cannot run are remembered (a short list
-    of ids, forgotten every ``_FORGET_POLLS`` polls) and left out of the pending read, so
-    polling costs the same whatever the number of tasks or functions.
+    A node claims only the runs of the task rows it registered at start (:meth:`declare`),
+    still naming the function its code has for that name. Tasks whose runs it cannot run
+    are remembered (a short list of ids, forgotten every ``_FORGET_POLLS`` polls) and left
+    out of the pending read, so polling costs the same whatever the number of tasks or
+    functions.
 
     A node that is not fresh (its heartbeat may look dead to peers) claims nothing.
     """
@@ -87,9 +78,7 @@ class Loader(Loop):
         self._runnable = frozenset(runnable)
         self._task_ids: frozenset[int] | None = None
         self._foreign: set[int] = set()
-        self._unplannable = Unplannable(log)
         self._polls = 0
-        self._schedules: dict[tuple[object, ...], Schedule | None] = {}
         self.offered = 0  # runs this node tried to claim
         self.lost = 0  # of those, runs another node claimed first (lost races)
         self.missed = 0  # PENDING runs it marked MISSED (misfire policy)
@@ -109,9 +98,7 @@ class Loader(Loop):
             self._foreign.clear()  # a task's row may have been changed to this node's code
         now = self._liveness.db_now()
         horizon = now + timedelta(seconds=self._config.lookahead_s)
-        backlog = self._advance(now, horizon)
-        more = self._claim(now, horizon)
-        return 0.0 if backlog or more else None
+        return 0.0 if self._claim(now, horizon) else None
 
     def declare(self, task_ids: Iterable[int]) -> None:
         """The ids of the task rows this node registered: it claims only their runs."""
@@ -121,83 +108,12 @@ class Loader(Loop):
         """Whether task row *task_id* is one this node registered, still naming the function
         its code declared for *name*, or a task added at run time whose function its code
         allowed (``@runnable``); if not, its runs are left out of the next reads."""
-        if self._runnable_here(name, func, origin):
+        if runnable_here(self._code, self._runnable, name, func, origin):
             return True
         if (self._task_ids is None or task_id in self._task_ids) and self._code.get(name) == func:
             return origin != ORIGIN_RUNTIME
         self._foreign.add(task_id)
         return False
-
-    def _advance(self, now: datetime, horizon: datetime) -> bool:
-        live = [n.node_id for n in self._membership.nodes()]
-        share = None
-        if self._config.node_id in live:  # else (not yet in the membership): advance any
-            share = (live.index(self._config.node_id), len(live))
-        grace = timedelta(seconds=self._config.overdue_grace_s)
-        due = self._store.tasks.due(
-            horizon,
-            self._config.batch,
-            self._unplannable.ids(now),
-            share=share,
-            overdue_before=now - grace,
-        )
-        advances: list[Advance] = []
-        backlog = False
-        for task in due:
-            advance, more = self._plan(task, now, horizon)
-            if advance is not None:
-                advances.append(advance)
-                backlog = backlog or more
-        if advances:
-            won = self._store.tasks.advance(
-                self._config.node_id, advances, on_error=self._unplannable.failed_write
-            )
-            count_misfires(self._metrics, due, advances, won)
-            self._report_planned_misses(due, advances, won)
-        return backlog or len(due) == self._config.batch
-
-    def _plan(self, task: TaskRow, now: datetime, horizon: datetime) -> tuple[Advance | None, bool]:
-        """The advance of one due task, or None when it cannot be planned (its row names a
-        task this node's code does not declare, or holds a bad cron or zone): the task is
-        then set aside, reported once per change of its row, and the others go on."""
-        func = self._code.get(task.name)
-        if self._runnable_here(task.name, task.func, task.origin):
-            pass
-        elif task.runtime:
-            why = f"it was added at run time and its function {task.func} is not @runnable here"
-            self._unplannable.add(task, now, why, logging.INFO)
-            return None, False
-        elif func != task.func:
-            why = f"its function {task.func} is not what this node's code declares for it"
-            if func is None:
-                why = "no task of that name is declared by this node's code"
-            self._unplannable.add(task, now, why, logging.INFO)
-            return None, False
-        try:
-            schedule = self._schedule(task)
-            if schedule is None:
-                self._unplannable.add(
-                    task, now, "it has a next_start_time but no cron or interval", logging.INFO
-                )
-                return None, False
-            return plan_advance(task, schedule, now, horizon)
-        except Exception as err:  # one task's bad row must not stop the others' planning
-            self._unplannable.add(task, now, f"{type(err).__name__}: {err}", logging.ERROR)
-            return None, False
-
-    def _runnable_here(self, name: str, func: str, origin: str) -> bool:
-        """A task added at run time, under a name this node's code does not declare, calling
-        a function its code allowed with ``@runnable``."""
-        return origin == ORIGIN_RUNTIME and name not in self._code and func in self._runnable
-
-    def _schedule(self, task: TaskRow) -> Schedule | None:
-        key: tuple[object, ...] = (task.cron_expr, task.tz, task.every_ms, task.anchor_time)
-        key += (task.starts_at, task.ends_at)
-        if key not in self._schedules:
-            if len(self._schedules) > 10_000:  # schedules changed at run time: stay bounded
-                self._schedules.clear()
-            self._schedules[key] = task.schedule
-        return self._schedules[key]
 
     def _claim(self, now: datetime, horizon: datetime) -> bool:
         """Claim this poll's runs; True when there may be more to claim at once."""
@@ -266,31 +182,6 @@ class Loader(Loop):
                 len(late),
             )
         return marked > 0
-
-    def _report_planned_misses(
-        self, tasks: list[TaskRow], advances: list[Advance], won: Iterable[int]
-    ) -> None:
-        """A ``missed`` event per MISSED row the planner wrote (one row may stand for
-        ``missed_count`` fires)."""
-        hooks = self._dispatcher.hooks
-        names = {task.id: task.name for task in tasks}
-        written = set(won)
-        for advance in advances:
-            name = names[advance.task_id]
-            if advance.task_id not in written or not hooks.wants(name, EventKind.MISSED):
-                continue
-            for fire in advance.fires:
-                if fire.status == RunStatus.MISSED:
-                    hooks.emit(
-                        RunEvent(
-                            kind=EventKind.MISSED,
-                            task_name=name,
-                            node_id=self._config.node_id,
-                            fire_time=fire.fire_time,
-                            error=fire.error_msg,
-                            count=fire.missed_count or 1,
-                        )
-                    )
 
     def _report_marked(
         self, candidates: list[Candidate], late: Mapping[int, object], marked: int, now: datetime

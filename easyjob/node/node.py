@@ -25,6 +25,7 @@ from easyjob.node.heartbeat import Heartbeater, Membership
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loader import Loader
+from easyjob.node.planner import Planner
 from easyjob.node.pruner import Pruner
 from easyjob.node.recovery import Recoverer, report
 from easyjob.observe.endpoint import NodeEndpoint, Probe
@@ -135,7 +136,8 @@ class Node:
     def _start(self) -> None:
         specs = self.prepare()
         self.hooks.start()
-        for part in (self.heartbeat, self.dispatcher, self.loader, self.recovery, self.pruner):
+        parts = (self.heartbeat, self.dispatcher, self.planner, self.loader, self.recovery)
+        for part in (*parts, self.pruner):
             part.start()
         self._threads_started = True
         self._started_at = self.clock.monotonic()
@@ -202,6 +204,18 @@ class Node:
             self.log,
             self.metrics,
             runnable=self.registry.runnable(),
+        )
+        self.planner = Planner(
+            self.store,
+            self.config,
+            self.liveness,
+            self.membership,
+            registered,
+            self.log,
+            self.dispatcher.hooks,
+            metrics=self.metrics,
+            runnable=self.registry.runnable(),
+            on_planned=self.loader.wake,
         )
         self.recovery = Recoverer(
             self.store,
@@ -280,7 +294,7 @@ class Node:
 
     def _probe(self) -> Probe:
         def threads() -> dict[str, bool]:
-            parts = ("heartbeat", "loader", "recovery", "dispatcher")
+            parts = ("heartbeat", "planner", "loader", "recovery", "dispatcher")
             if not self._threads_started:
                 return {name: False for name in parts}
             return {name: getattr(self, name).alive() for name in parts}
@@ -307,6 +321,7 @@ class Node:
     def _stop_locked(self) -> None:
         self.log.info("node %s stopping", self.config.node_id)
         self._stop_requested.set()
+        self.planner.stop()
         self.loader.stop()
         self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPING)
         left = self.dispatcher.close(self.config.shutdown_grace)

@@ -88,6 +88,9 @@ class Rig:
         node = self.node
         node.heartbeat.step()
         for _ in range(50):
+            if node.planner.step() != 0.0:
+                break
+        for _ in range(50):
             if node.loader.step() != 0.0:
                 break
         for _ in range(50):

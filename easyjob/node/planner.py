@@ -1,0 +1,185 @@
+"""The planner thread: turns due schedules into runs (the fires a loader then claims).
+
+Every poll, with database time *now* and horizon ``now + lookahead``, it advances due task
+schedules, writing their fires up to the horizon as PENDING runs (misfire policy applied;
+see :mod:`easyjob.core.planner`): this node's share of the tasks (task id modulo the live
+nodes), and any task overdue past the grace. It plans only the task rows whose name and
+function its code declared (or a schedule added at run time for a function its code
+allowed with ``@runnable``). A row it cannot plan (another node's code, a bad cron or zone
+edited into the row, a write the database refuses) is set aside, reported once per change
+of the row and looked at again every 10 s (:mod:`easyjob.node.unplannable`): one task's
+problem never stops the others' planning.
+
+Planning runs on its own thread beside the loader's claims: each is a round trip to the
+database at a time, so a node that did both in turn could do neither at the pace of a
+busy cluster (measured: one thread 96 % busy, half of it each). A node that is not fresh
+plans nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+
+from easyjob.core.config import NodeConfig
+from easyjob.core.planner import plan_advance
+from easyjob.core.records import ORIGIN_RUNTIME, Advance, TaskRow
+from easyjob.core.schedule import Schedule
+from easyjob.core.states import RunStatus
+from easyjob.events import EventKind, RunEvent
+from easyjob.node.heartbeat import Membership
+from easyjob.node.hooks import Hooks
+from easyjob.node.liveness import Liveness
+from easyjob.node.loop import Loop
+from easyjob.node.unplannable import Unplannable
+from easyjob.observe.metrics import NO_METRICS, Metrics, count_misfires
+from easyjob.registry import Registered
+from easyjob.store import Store
+
+__all__ = ["Planner", "runnable_here"]
+
+
+def runnable_here(
+    code: Mapping[str, str], runnable: frozenset[str], name: str, func: str, origin: str
+) -> bool:
+    """Whether task *name* (function *func*) was added at run time under a name this node's
+    *code* does not declare, calling a function its code allowed with ``@runnable``."""
+    return origin == ORIGIN_RUNTIME and name not in code and func in runnable
+
+
+class Planner(Loop):
+    """See the module docstring."""
+
+    name = "planner"
+
+    def __init__(
+        self,
+        store: Store,
+        config: NodeConfig,
+        liveness: Liveness,
+        membership: Membership,
+        tasks: Mapping[str, Registered],
+        log: logging.LoggerAdapter[logging.Logger],
+        hooks: Hooks,
+        *,
+        metrics: Metrics = NO_METRICS,
+        runnable: Iterable[str] = (),
+        on_planned: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(config.poll, log)
+        self._store = store
+        self._config = config
+        self._liveness = liveness
+        self._membership = membership
+        self._code = {name: entry.spec.func for name, entry in tasks.items()}
+        self._runnable = frozenset(runnable)
+        self._hooks = hooks
+        self._metrics = metrics
+        self._on_planned = on_planned
+        self._unplannable = Unplannable(log)
+        self._wrote = False
+        self._schedules: dict[tuple[object, ...], Schedule | None] = {}
+
+    def step(self) -> float | None:
+        if not self._liveness.fresh():
+            return None  # the loader says so in the log
+        now = self._liveness.db_now()
+        horizon = now + timedelta(seconds=self._config.lookahead_s)
+        self._wrote = False
+        backlog = self._advance(now, horizon)
+        if self._wrote and self._on_planned is not None:
+            self._on_planned()  # the loader claims what was written without waiting a poll
+        return 0.0 if backlog else None
+
+    def _advance(self, now: datetime, horizon: datetime) -> bool:
+        live = [n.node_id for n in self._membership.nodes()]
+        share = None
+        if self._config.node_id in live:  # else (not yet in the membership): advance any
+            share = (live.index(self._config.node_id), len(live))
+        grace = timedelta(seconds=self._config.overdue_grace_s)
+        due = self._store.tasks.due(
+            horizon,
+            self._config.batch,
+            self._unplannable.ids(now),
+            share=share,
+            overdue_before=now - grace,
+        )
+        advances: list[Advance] = []
+        backlog = False
+        for task in due:
+            advance, more = self._plan(task, now, horizon)
+            if advance is not None:
+                advances.append(advance)
+                backlog = backlog or more
+        if advances:
+            self._wrote = True
+            won = self._store.tasks.advance(
+                self._config.node_id, advances, on_error=self._unplannable.failed_write
+            )
+            count_misfires(self._metrics, due, advances, won)
+            self._report_planned_misses(due, advances, won)
+        return backlog or len(due) == self._config.batch
+
+    def _plan(self, task: TaskRow, now: datetime, horizon: datetime) -> tuple[Advance | None, bool]:
+        """The advance of one due task, or None when it cannot be planned (its row names a
+        task this node's code does not declare, or holds a bad cron or zone): the task is
+        then set aside, reported once per change of its row, and the others go on."""
+        func = self._code.get(task.name)
+        if runnable_here(self._code, self._runnable, task.name, task.func, task.origin):
+            pass
+        elif task.runtime:
+            why = f"it was added at run time and its function {task.func} is not @runnable here"
+            self._unplannable.add(task, now, why, logging.INFO)
+            return None, False
+        elif func != task.func:
+            why = f"its function {task.func} is not what this node's code declares for it"
+            if func is None:
+                why = "no task of that name is declared by this node's code"
+            self._unplannable.add(task, now, why, logging.INFO)
+            return None, False
+        try:
+            schedule = self._schedule(task)
+            if schedule is None:
+                self._unplannable.add(
+                    task, now, "it has a next_start_time but no cron or interval", logging.INFO
+                )
+                return None, False
+            return plan_advance(task, schedule, now, horizon)
+        except Exception as err:  # one task's bad row must not stop the others' planning
+            self._unplannable.add(task, now, f"{type(err).__name__}: {err}", logging.ERROR)
+            return None, False
+
+    def _schedule(self, task: TaskRow) -> Schedule | None:
+        key: tuple[object, ...] = (task.cron_expr, task.tz, task.every_ms, task.anchor_time)
+        key += (task.starts_at, task.ends_at)
+        if key not in self._schedules:
+            if len(self._schedules) > 10_000:  # schedules changed at run time: stay bounded
+                self._schedules.clear()
+            self._schedules[key] = task.schedule
+        return self._schedules[key]
+
+    def _report_planned_misses(
+        self, tasks: list[TaskRow], advances: list[Advance], won: Iterable[int]
+    ) -> None:
+        """A ``missed`` event per MISSED row the planner wrote (one row may stand for
+        ``missed_count`` fires)."""
+        hooks = self._hooks
+        names = {task.id: task.name for task in tasks}
+        written = set(won)
+        for advance in advances:
+            name = names[advance.task_id]
+            if advance.task_id not in written or not hooks.wants(name, EventKind.MISSED):
+                continue
+            for fire in advance.fires:
+                if fire.status == RunStatus.MISSED:
+                    hooks.emit(
+                        RunEvent(
+                            kind=EventKind.MISSED,
+                            task_name=name,
+                            node_id=self._config.node_id,
+                            fire_time=fire.fire_time,
+                            error=fire.error_msg,
+                            count=fire.missed_count or 1,
+                        )
+                    )
