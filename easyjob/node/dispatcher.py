@@ -138,9 +138,8 @@ class Dispatcher:
 
     def load(self) -> tuple[int, int, int]:
         """Runs held (waiting or running), running, and stuck now."""
-        with self._lock:
-            table = self._table
-            return table.waiting + table.running, table.running, table.stuck
+        now = self.counts()
+        return now["waiting"] + now["running"], now["running"], now["stuck"]
 
     def alive(self) -> bool:
         """Whether the dispatcher thread runs (or has not been started yet)."""

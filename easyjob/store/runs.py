@@ -333,12 +333,7 @@ class RunStore:
         def write(conn: sa.Connection) -> Starts:
             stmt = (
                 d.update()
-                .where(
-                    at_versions(d, expected),
-                    status_is(d.c.status, str(RunStatus.CLAIMED)),
-                    d.c.node_id == node,
-                    free,
-                )
+                .where(_held_at(expected, RunStatus.CLAIMED, node), free)
                 .values(status=str(RunStatus.RUNNING), version=d.c.version + 1, start_time=db_now())
             )
             return outcome(conn, set(self._db.winners(conn, stmt, d, expected)))
@@ -373,11 +368,7 @@ class RunStore:
         def write(conn: sa.Connection) -> set[int]:
             stmt = (
                 d.update()
-                .where(
-                    at_versions(d, expected),
-                    status_is(d.c.status, str(RunStatus.CLAIMED)),
-                    d.c.node_id == node,
-                )
+                .where(_held_at(expected, RunStatus.CLAIMED, node))
                 .values(
                     status=str(RunStatus.PENDING),
                     version=d.c.version + 1,
@@ -431,11 +422,7 @@ class RunStore:
         def write(conn: sa.Connection) -> set[int]:
             stmt = (
                 d.update()
-                .where(
-                    at_versions(d, expected),
-                    status_is(d.c.status, str(RunStatus.RUNNING)),
-                    d.c.node_id == node,
-                )
+                .where(_held_at(expected, RunStatus.RUNNING, node))
                 .values(status=str(RunStatus.SUCCESS), version=d.c.version + 1, end_time=db_now())
             )
             won = set(self._db.winners(conn, stmt, d, expected))
@@ -649,6 +636,13 @@ def skip_unstarted(conn: sa.Connection, task_id: int, reason: str, now: datetime
             status=str(RunStatus.SKIPPED), version=d.c.version + 1, end_time=now, error_msg=reason
         )
     )
+
+
+def _held_at(expected: Mapping[int, int], status: RunStatus, node: str) -> sa.ColumnElement[bool]:
+    """The WHERE of a batch transition of runs *node* holds: each row ``id -> version``
+    still at the version read (its fencing token), in *status*, held by *node*."""
+    holder = d.c.node_id == node
+    return sa.and_(at_versions(d, expected), status_is(d.c.status, str(status)), holder)
 
 
 def _fenced_update(
