@@ -2,14 +2,22 @@
 
 A task's ``next_start_time`` is the first fire not yet written as a run row. When a loader
 finds it due, it writes every fire up to its look-ahead horizon and moves
-``next_start_time`` past them (one version-checked write: see ``TaskStore.advance``). Fires
-older than the task's misfire grace (every node was down, the task was paused, or
-``next_start_time`` was moved back) are *late*; what happens to them depends on the policy:
+``next_start_time`` past them (one version-checked write: see ``TaskStore.advance``). A fire
+due by now is *late* when it is older than the task's misfire grace (every node was down,
+the task was paused, or ``next_start_time`` was moved back) or when a later fire of the
+task is due too (the cluster fell a period behind: a fire whose successor is due is
+*superseded*). What happens to late fires depends on the policy:
 
-- ``fire_once`` (default): the latest late fire runs once, now; the others are MISSED.
-- ``skip``: every late fire is MISSED; the schedule resumes with the next on-time fire.
+- ``fire_once`` (default): the latest due fire runs once, now; the others are MISSED.
+- ``skip``: the same, except that the latest is MISSED too when it is past the grace; the
+  schedule resumes with the next on-time fire.
 - ``catch_up``: every late fire runs, oldest first, written in chunks of at most ``cap``
   fires per advance (one row per fire: that is what catching up costs).
+
+So under ``fire_once`` and ``skip`` no run starts after a later fire of its task was due:
+a cluster offered more than it can run keeps its lateness near one period and records the
+excess MISSED, instead of working an ever older backlog (the loader and the dispatcher
+apply the same rule to runs already written: see ``RunStore.supersede``).
 
 Late fires are never dropped silently, and a gap costs O(1) rows whatever its length: the
 MISSED fires of one gap are one *summary* row (``fire_time`` the first, ``last_fire_time``
@@ -65,19 +73,25 @@ def _plan(
     start = task.next_start_time
     if start is None:
         raise ValueError(f"task {task.name!r} has no next_start_time to advance from")
+    if task.misfire == Misfire.CATCH_UP or start > now:
+        return _in_chunks(task, schedule, start, horizon, cap)
     grace = timedelta(milliseconds=task.misfire_grace_ms)
     late_before = now - grace
-    if task.misfire == Misfire.CATCH_UP or start >= late_before:
-        return _in_chunks(task, schedule, start, horizon, cap)
-    late, counted = _late_fires(schedule, start, min(horizon, late_before - _EPS), cap)
+    due, counted = _late_fires(schedule, start, min(horizon, now), cap)
+    if len(due) <= 1 and (not due or due[-1] >= late_before):
+        return _in_chunks(task, schedule, start, horizon, cap)  # on time: nothing to decide
+    # a fire whose successor is due too is superseded; the latest due runs once (fire_once),
+    # or (skip) only when it is still within the grace
+    keep: datetime | None = due[-1]
+    missed = due[:-1]
+    if task.misfire == Misfire.SKIP and due[-1] < late_before:
+        keep, missed = None, due
     planned: list[PlannedFire] = []
-    missed = late[:-1] if late and task.misfire == Misfire.FIRE_ONCE else late
     if missed:
-        planned.append(_summary(task, missed, counted, grace))
-    if late and task.misfire == Misfire.FIRE_ONCE:
-        planned.append(PlannedFire(late[-1]))
-    on_time_from = max(start, late_before)
-    rest, more = _in_chunks(task, schedule, on_time_from, horizon, cap)
+        planned.append(_summary(task, missed, counted, grace, late_before))
+    if keep is not None:
+        planned.append(PlannedFire(keep))
+    rest, more = _in_chunks(task, schedule, now + _EPS, horizon, cap)
     fires = planned + list(rest.fires)
     advance = Advance(
         task.id, task.version, rest.next_start_time, tuple(fires), task.shards, task.broadcast
@@ -123,17 +137,20 @@ def _late_fires(
         span *= 16
 
 
-def _summary(task: TaskRow, missed: list[datetime], counted: bool, grace: timedelta) -> PlannedFire:
+def _summary(
+    task: TaskRow, missed: list[datetime], counted: bool, grace: timedelta, late_before: datetime
+) -> PlannedFire:
     first, last = missed[0], missed[-1]
     if counted:
         what = "1 fire" if len(missed) == 1 else f"{len(missed)} fires from {_iso(first)}"
         what += f" to {_iso(last)}" if len(missed) > 1 else f" at {_iso(first)}"
     else:
         what = f"fires from {_iso(first)} to {_iso(last)} (too many to count)"
-    reason = (
-        f"missed {what}: not started within its misfire grace of "
-        f"{grace.total_seconds():g}s (policy {task.misfire.value})"
-    )
+    if last < late_before:
+        why = f"not started within its misfire grace of {grace.total_seconds():g}s"
+    else:
+        why = "not started before a later fire of the task was due"
+    reason = f"missed {what}: {why} (policy {task.misfire.value})"
     count = len(missed) if counted else None
     return PlannedFire(first, RunStatus.MISSED, reason, count, last)
 

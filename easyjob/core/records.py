@@ -22,6 +22,7 @@ __all__ = [
     "Candidate",
     "HeldRun",
     "HistoryRow",
+    "Missed",
     "NodeRow",
     "PlannedFire",
     "Run",
@@ -383,6 +384,16 @@ class HeldRun:
     shard: int = 0
     shards: int = 1
     target_node: str | None = None
+
+
+@dataclass(frozen=True)
+class Missed:
+    """Runs of one task the store marked MISSED in one go: how many, the earliest fire
+    among them, and the task's misfire policy."""
+
+    count: int
+    first_fire: datetime
+    policy: Misfire
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ worker threads only ever hold running jobs. Each round of the thread (:meth:`ste
    at once and its cancellation flag set; the thread cannot be killed, so it keeps its
    worker, counted as *stuck*, until the function returns;
 3. starts the runs whose time has come, in one version-checked batch, after the misfire
-   policy: a run later than its task's grace is MISSED under ``skip``, and under
-   ``fire_once`` when a later fire of its task, late too, waits here (the latest late
-   fire runs once); ``catch_up`` runs all;
+   policy: under ``fire_once`` and ``skip`` a run is MISSED when a later fire of its task,
+   due too, waits here (it was superseded: the latest runs once), and under ``skip`` when
+   it is later than its task's grace; ``catch_up`` runs all;
 4. hands back (version-checked release) runs that are due but found no free worker
    within the node's overdue grace, so that another node may take them.
 
@@ -33,7 +33,7 @@ from easyjob.clock import Clock
 from easyjob.core.config import NodeConfig
 from easyjob.core.outcome import Outcome
 from easyjob.core.records import Run
-from easyjob.core.states import Misfire, Overlap, RunStatus
+from easyjob.core.states import Misfire, Overlap, RunStatus, Trigger
 from easyjob.events import EventKind, RunEvent
 from easyjob.node.executor import CancelFlag, JobRunner
 from easyjob.node.hooks import Hooks
@@ -277,8 +277,14 @@ class Dispatcher:
 
     def _start(self, due: list[Run], now: datetime) -> None:
         batch: list[Run] = []
+        newest: dict[tuple[int, int, str | None], datetime] = {}  # the latest due cron fires
         for run in due:
-            why = self._not_startable(run, now)
+            if run.triggered_by == Trigger.CRON:
+                key = (run.task_id, run.shard, run.target_node)
+                newest[key] = max(run.fire_time, newest.get(key, run.fire_time))
+        for run in due:
+            latest = newest.get((run.task_id, run.shard, run.target_node), run.fire_time)
+            why = self._not_startable(run, now, superseded=run.fire_time < latest)
             if why is None:
                 batch.append(run)
                 continue
@@ -309,19 +315,27 @@ class Dispatcher:
                     self.writer.say(logging.WARNING, run, "taken over before it started (fenced)")
                 self._dropped(run)
 
-    def _not_startable(self, run: Run, now: datetime) -> tuple[RunStatus, str] | None:
-        """Why *run* must not start now, as (the status to give it, the reason), or None."""
+    def _not_startable(
+        self, run: Run, now: datetime, *, superseded: bool
+    ) -> tuple[RunStatus, str] | None:
+        """Why *run* must not start now, as (the status to give it, the reason), or None.
+        *superseded*: a later cron fire of its task is due in the same round."""
         if self.jobs.entry(run) is None:  # claimed by mistake: not this node's code
             return RunStatus.PENDING, f"task {run.task_name!r} ({run.func}) is not registered here"
+        if run.misfire == Misfire.CATCH_UP:
+            return None
+        if not superseded:
+            with self._lock:
+                superseded = self._table.later_due_waiting(run, now)
+        if superseded and run.triggered_by == Trigger.CRON:
+            return RunStatus.MISSED, (
+                f"missed: not started before a later fire of the task was due "
+                f"(policy {run.misfire.value})"
+            )
         late = (now - run.due_time).total_seconds()
         grace = run.misfire_grace_ms / 1000
-        if late <= grace or run.misfire == Misfire.CATCH_UP:
+        if late <= grace or run.misfire == Misfire.FIRE_ONCE:
             return None
-        if run.misfire == Misfire.FIRE_ONCE:
-            late_before = now - timedelta(milliseconds=run.misfire_grace_ms)
-            with self._lock:
-                if not self._table.later_late_waiting(run, late_before):
-                    return None
         return RunStatus.MISSED, (
             f"missed: would have started {late:.1f}s late, past its misfire grace of "
             f"{grace:g}s (policy {run.misfire.value})"

@@ -25,6 +25,9 @@ __all__ = ["Loader"]
 #: Polls after which the loader forgets which tasks are not its code's, and reads again.
 _FORGET_POLLS = 60
 
+#: How often, at most, the loader tells the log that it marks superseded runs MISSED.
+_TELL_EVERY = timedelta(seconds=60)
+
 
 class Loader(Loop):
     """Every poll (and at once when the planner wrote fires or a worker came free), with
@@ -83,6 +86,8 @@ class Loader(Loop):
         self.lost = 0  # of those, runs another node claimed first (lost races)
         self.missed = 0  # PENDING runs it marked MISSED (misfire policy)
         self._was_fresh = True
+        self._behind = 0  # superseded runs marked since the last report in the log
+        self._behind_told: datetime | None = None
 
     def step(self) -> float | None:
         if not self._liveness.fresh():
@@ -144,7 +149,7 @@ class Loader(Loop):
             and c.id not in held
             and c.task_id not in exclusive
         ]
-        if self._miss_late(mine, now):
+        if self._supersede(mine, now) or self._miss_late(mine, now):
             return True  # read again: the backlog shrank
         mine = _first_per_exclusive_task(mine)
         chosen = _spread(self._choose(mine, now), room, live, self._config.node_id)
@@ -158,6 +163,44 @@ class Loader(Loop):
         # more at once: a full batch won, or some won from a full read (a backlog: the runs
         # lost to other nodes are theirs, the next read finds others)
         return len(won) == room or (bool(won) and len(pending) == limit)
+
+    def _supersede(self, candidates: list[Candidate], now: datetime) -> bool:
+        """When the cluster is behind (a ``fire_once`` or ``skip`` run read here is due a
+        poll ago or more), mark MISSED the PENDING fires whose successor is due too (see
+        :meth:`RunStore.supersede`); True when any was."""
+        behind = now - timedelta(seconds=self._config.poll)
+        if not any(c.misfire != Misfire.CATCH_UP and c.due_time <= behind for c in candidates):
+            return False
+        marked = self._store.runs.supersede(now)
+        if not marked:
+            return False
+        total = sum(m.count for m in marked.values())
+        self.missed += total
+        hooks = self._dispatcher.hooks
+        for name, m in marked.items():
+            self._metrics.misfired(name, m.count)
+            if hooks.wants(name, EventKind.MISSED):
+                hooks.emit(
+                    RunEvent(
+                        kind=EventKind.MISSED,
+                        task_name=name,
+                        node_id=self._config.node_id,
+                        fire_time=m.first_fire,
+                        error="missed: not started before a later fire of the task was due "
+                        f"(policy {m.policy.value})",
+                        count=m.count,
+                    )
+                )
+        self._behind += total
+        if self._behind_told is None or now - self._behind_told >= _TELL_EVERY:
+            self.log.warning(
+                "behind: marked %d run(s) MISSED since the last report (%d task(s) just now): "
+                "a later fire of each was due before they could start",
+                self._behind,
+                len(marked),
+            )
+            self._behind, self._behind_told = 0, now
+        return True
 
     def _miss_late(self, candidates: list[Candidate], now: datetime) -> bool:
         """Apply the misfire policy to candidates later than their task's grace; True

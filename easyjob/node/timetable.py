@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from easyjob.core.records import Run
-from easyjob.core.states import Overlap
+from easyjob.core.states import Overlap, Trigger
 
 __all__ = ["Room", "Timetable"]
 
@@ -42,6 +42,7 @@ class Timetable:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self._waiting: dict[int, Run] = {}
+        self._of_task: dict[int, set[int]] = {}  # task -> its waiting runs
         self._heap: list[tuple[datetime, int, int]] = []  # (ready at, seq, run id), lazy
         self._ready: dict[int, datetime] = {}
         self._added: dict[int, datetime] = {}  # waiting run -> when it was claimed
@@ -109,9 +110,21 @@ class Timetable:
     def add(self, runs: Iterable[Run], now: datetime) -> None:
         """Hold *runs* (claimed at database time *now*) until their due time."""
         for run in runs:
-            self._waiting[run.id] = run
+            self._wait(run)
             self._added[run.id] = now
             self._schedule(run, run.due_time)
+
+    def _wait(self, run: Run) -> None:
+        self._waiting[run.id] = run
+        self._of_task.setdefault(run.task_id, set()).add(run.id)
+
+    def _unwait(self, run_id: int) -> Run:
+        run = self._waiting.pop(run_id)
+        same = self._of_task[run.task_id]
+        same.discard(run_id)
+        if not same:
+            del self._of_task[run.task_id]
+        return run
 
     def _schedule(self, run: Run, at: datetime) -> None:
         self._ready[run.id] = at
@@ -146,7 +159,7 @@ class Timetable:
                 if head != run_id:  # behind the task's run that is out (or blocked)
                     self._gated.setdefault(run.task_id, []).append(run)
                     continue
-            del self._waiting[run_id]
+            self._unwait(run_id)
             del self._added[run_id]
             self._running[run_id] = run
             out.append(run)
@@ -172,7 +185,7 @@ class Timetable:
             if self._added[run_id] >= before:
                 kept.append(entry)
                 continue
-            run = self._waiting.pop(run_id)
+            run = self._unwait(run_id)
             del self._ready[run_id]
             del self._added[run_id]
             self._end_head(run)
@@ -181,13 +194,19 @@ class Timetable:
             heapq.heappush(self._heap, entry)
         return out
 
-    def later_late_waiting(self, run: Run, late_before: datetime) -> bool:
-        """Whether a later fire of *run*'s task, also due before *late_before*, waits here
-        (a late ``fire_once`` run then makes way for it: the latest late one runs once)."""
+    def later_due_waiting(self, run: Run, now: datetime) -> bool:
+        """Whether a later cron fire of *run*'s task (same shard and target), due by *now*,
+        waits here: *run* was superseded (under ``fire_once`` and ``skip`` it makes way)."""
         return any(
-            r.task_id == run.task_id and r.fire_time > run.fire_time and r.due_time < late_before
-            for r in self._waiting.values()
+            r.fire_time > run.fire_time
+            and r.due_time <= now
+            and r.triggered_by == Trigger.CRON
+            and (r.shard, r.target_node) == (run.shard, run.target_node)
+            for r in self._by_task(run.task_id)
         )
+
+    def _by_task(self, task_id: int) -> list[Run]:
+        return [self._waiting[i] for i in self._of_task.get(task_id, ())]
 
     def started(self, run: Run, at: float) -> None:
         """*run* (popped) is RUNNING since monotonic time *at*, with the version the start
@@ -200,7 +219,7 @@ class Timetable:
         waits again, without a worker and still ahead of its task's later runs, until
         *retry_at*."""
         self._running.pop(run.id, None)
-        self._waiting[run.id] = run
+        self._wait(run)
         self._added[run.id] = retry_at
         self._schedule(run, retry_at)
 
@@ -238,6 +257,7 @@ class Timetable:
         """Every waiting run, removed (the node is stopping: they are handed back)."""
         runs = list(self._waiting.values())
         self._waiting.clear()
+        self._of_task.clear()
         self._ready.clear()
         self._added.clear()
         self._heap.clear()

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from easyjob.clock import utc
-from easyjob.core.records import Candidate, HeldRun, Run
+from easyjob.core.records import Candidate, HeldRun, Missed, Run
 from easyjob.core.states import (
     HELD,
     RUN_TRANSITIONS,
@@ -201,6 +201,71 @@ class RunStore:
             return marked
 
         return self._db.write("miss_late_runs", write)
+
+    def supersede(self, now: datetime, limit: int = 5000) -> dict[str, Missed]:
+        """Mark MISSED every PENDING cron fire (of a ``fire_once`` or ``skip`` task) due
+        before *now* whose task has a later cron fire due by *now* (same shard and target
+        node) that is not itself MISSED or SKIPPED: it was superseded, so it must not start
+        after its successor (see :mod:`easyjob.core.planner`). At most *limit* per call.
+
+        Returns what was marked, by task name. Two statements (a
+        read of the superseded runs, then a version-checked UPDATE of them by id: MySQL
+        refuses an UPDATE that reads its own table); the read is driven by the index on
+        (status, due_time), so it costs per due PENDING run, and the policy keeps those
+        few. A run claimed meanwhile has moved on and is left alone."""
+        later = d.alias("later")
+        successor = sa.exists().where(
+            later.c.task_id == d.c.task_id,
+            later.c.fire_time > d.c.fire_time,
+            later.c.due_time <= now,
+            later.c.triggered_by == str(Trigger.CRON),
+            later.c.shard == d.c.shard,
+            sa.func.coalesce(later.c.target_node, "") == sa.func.coalesce(d.c.target_node, ""),
+            later.c.status.not_in([str(RunStatus.MISSED), str(RunStatus.SKIPPED)]),
+        )
+        query = (
+            sa.select(d.c.id, d.c.version, d.c.fire_time, t.c.name, t.c.misfire)
+            .join_from(d, t, t.c.id == d.c.task_id)
+            .where(
+                d.c.status == str(RunStatus.PENDING),
+                d.c.due_time < now,
+                d.c.triggered_by == str(Trigger.CRON),
+                t.c.misfire != str(Misfire.CATCH_UP),
+                successor,
+            )
+            .limit(limit)
+        )
+
+        def write(conn: sa.Connection) -> dict[str, Missed]:
+            rows = conn.execute(query).all()
+            if not rows:
+                return {}
+            expected = {row.id: row.version for row in rows}
+            reason = "missed: not started before a later fire of the task was due (policy {})"
+            reasons = {row.id: reason.format(row.misfire) for row in rows}
+            stmt = (
+                d.update()
+                .where(at_versions(d, expected), status_is(d.c.status, str(RunStatus.PENDING)))
+                .values(
+                    status=str(RunStatus.MISSED),
+                    version=d.c.version + 1,
+                    end_time=db_now(),
+                    error_msg=per_id(d, reasons, d.c.error_msg.type),
+                )
+            )
+            won = set(self._db.winners(conn, stmt, d, expected))
+            marked: dict[str, Missed] = {}
+            for row in rows:
+                if row.id in won:
+                    fire, seen = utc(row.fire_time), marked.get(row.name)
+                    if seen is not None:
+                        fire, count = min(fire, seen.first_fire), seen.count + 1
+                    else:
+                        count = 1
+                    marked[row.name] = Missed(count, fire, Misfire(row.misfire))
+            return marked
+
+        return self._db.write("supersede_runs", write)
 
     def claim(self, node_id: str, candidates: Sequence[Candidate]) -> list[Run]:
         """Claim a batch of PENDING runs for *node_id* with one version-checked UPDATE.

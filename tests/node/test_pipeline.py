@@ -92,7 +92,56 @@ def test_a_restart_after_a_backlog_runs_a_fire_once_task_once_and_misses_the_res
     assert RunStatus.SUCCESS not in skipper and skipper[RunStatus.MISSED] >= 11
     assert node.statuses("all")[RunStatus.SUCCESS] >= 12  # every late fire, oldest first
     missed = [r for r in node.history("once") if r.status == RunStatus.MISSED]
-    assert missed[0].error_msg == "missed: not started within its misfire grace (policy fire_once)"
+    assert missed[0].error_msg == (
+        "missed: not started before a later fire of the task was due (policy fire_once)"
+    )
+
+
+def test_a_cluster_behind_within_the_grace_runs_only_the_latest_due_fire(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    """A backlog of fires all within the (default, 60 s) grace: under ``fire_once`` and
+    ``skip`` a fire whose successor is due was superseded, so one run starts per task, not a
+    burst of late ones oldest first; ``catch_up`` runs them all."""
+    task(registry, "once")
+    task(registry, "skipper", misfire="skip")
+    task(registry, "all", misfire="catch_up", overlap="allow")
+    node = rig(lookahead=10.0)
+    node.tick()  # fires for the next ten seconds written and claimed...
+    node.node.dispatcher.close(0)  # ...then the node dies with them in hand
+    node.sql("UPDATE easy_job_task_detail SET status = 'PENDING', node_id = NULL")
+    node.age_pending(8)  # eight seconds behind: fires due 8 s ago .. now, all in the grace
+    node = rig(node_id="n2", lookahead=1.0)
+    node.tick()
+    for name in ("once", "skipper"):
+        rows = node.history(name)
+        ran = [r for r in rows if r.status == RunStatus.SUCCESS]
+        missed = [r for r in rows if r.status == RunStatus.MISSED]
+        assert len(ran) == 1 and len(missed) >= 7, name
+        assert all(r.fire_time < ran[0].fire_time for r in missed)  # the latest due ran
+        assert {r.error_msg for r in missed} == {
+            f"missed: not started before a later fire of the task was due "
+            f"(policy {'fire_once' if name == 'once' else 'skip'})"
+        }
+    assert node.statuses("all")[RunStatus.SUCCESS] >= 8  # every fire, late or not
+    assert node.node.loader.missed >= 14
+
+
+def test_a_task_allowed_to_overlap_runs_only_the_latest_of_its_due_fires_held(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    """Runs already claimed: the dispatcher misses a held fire whose successor, due too,
+    waits on the same node."""
+    task(registry, "quick", overlap="allow")
+    node = rig(lookahead=5.0)
+    node.tick()  # the next five fires claimed, waiting
+    assert node.node.dispatcher.counts()["waiting"] >= 4
+    node.clock.advance(3.5)  # the node was stopped (SIGSTOP) for 3.5 s
+    node.tick(0)
+    rows = node.history("quick")
+    ran = [r.fire_time for r in rows if r.status == RunStatus.SUCCESS]
+    missed = [r.fire_time for r in rows if r.status == RunStatus.MISSED]
+    assert len(ran) == 1 and len(missed) >= 2 and max(missed) < ran[0]
 
 
 def test_a_pause_stops_runs_already_claimed(rig: Callable[..., Rig], registry: Registry) -> None:

@@ -54,29 +54,46 @@ def test_on_time_fires_in_the_window_are_all_pending() -> None:
     assert advance.next_start_time == T0 + timedelta(seconds=3)
 
 
-def test_fire_once_runs_the_latest_late_fire_and_sums_up_the_rest_in_one_row() -> None:
+def test_fire_once_runs_the_latest_due_fire_and_sums_up_the_rest_in_one_row() -> None:
     now = T0 + timedelta(seconds=10)
     advance, _ = plan_advance(task(T0), EVERY_SECOND, now, now + timedelta(seconds=1))
-    # late: T0 .. T0+4 (older than now - 5 s grace); T0+4 runs once, T0+5 .. T0+11 on time
-    assert statuses(advance.fires) == ["M"] + ["P"] * 8
+    # due: T0 .. T0+10; each but the latest was superseded by its successor, so T0+10 runs
+    # once (though T0+5 .. T0+9 are within the 5 s grace) and T0+11 is on time
+    assert statuses(advance.fires) == ["M", "P", "P"]
     missed = advance.fires[0]
     assert (missed.fire_time, missed.last_fire_time, missed.missed_count) == (
         T0,
-        T0 + timedelta(seconds=3),
-        4,
+        T0 + timedelta(seconds=9),
+        10,
     )
     assert missed.error_msg == (
-        "missed 4 fires from 2030-01-01T12:00:00Z to 2030-01-01T12:00:03Z: not started "
-        "within its misfire grace of 5s (policy fire_once)"
+        "missed 10 fires from 2030-01-01T12:00:00Z to 2030-01-01T12:00:09Z: not started "
+        "before a later fire of the task was due (policy fire_once)"
     )
-    assert advance.fires[1].fire_time == T0 + timedelta(seconds=4)
+    assert [f.fire_time for f in advance.fires[1:]] == [now, now + timedelta(seconds=1)]
 
 
-def test_skip_sums_up_every_late_fire_in_one_row() -> None:
+def test_a_planner_one_fire_behind_writes_it_as_it_is() -> None:
+    now = T0 + timedelta(milliseconds=400)  # T0 is due, its successor is not: not late
+    advance, _ = plan_advance(task(T0), EVERY_SECOND, now, now + timedelta(seconds=1))
+    assert statuses(advance.fires) == ["P", "P"]
+
+
+def test_skip_runs_the_latest_due_fire_only_within_the_grace() -> None:
     now = T0 + timedelta(seconds=10)
     advance, _ = plan_advance(task(T0, Misfire.SKIP), EVERY_SECOND, now, now)
-    assert statuses(advance.fires) == ["M"] + ["P"] * 6
-    assert advance.fires[0].missed_count == 5
+    assert statuses(advance.fires) == ["M", "P"]  # T0 .. T0+9 superseded; T0+10 on time
+    assert advance.fires[0].missed_count == 10
+    daily = CronSchedule.parse("0 0 12 * * *")  # a period longer than the grace
+    now = T0 + timedelta(seconds=30)  # T0's fire is 30 s late, past the 5 s grace
+    skipped, _ = plan_advance(task(T0, Misfire.SKIP), daily, now, now)
+    assert statuses(skipped.fires) == ["M"]
+    assert skipped.fires[0].error_msg == (
+        "missed 1 fire at 2030-01-01T12:00:00Z: not started within its misfire grace of 5s "
+        "(policy skip)"
+    )
+    once, _ = plan_advance(task(T0), daily, now, now)
+    assert statuses(once.fires) == ["P"]  # fire_once: the late fire runs once, now
 
 
 def test_catch_up_runs_every_late_fire() -> None:
@@ -89,24 +106,23 @@ def test_a_day_long_gap_is_one_row_planned_at_once() -> None:
     now = T0 + timedelta(days=1)
     advance, more = plan_advance(task(T0), EVERY_SECOND, now, now, cap=1000)
     assert not more
-    assert statuses(advance.fires) == ["M"] + ["P"] * 7  # the one late run + now-5s .. now
-    missed, once = advance.fires[:2]
-    late_end = now - timedelta(seconds=5)  # fires before it are late
+    assert statuses(advance.fires) == ["M", "P"]  # the gap, then the fire due now, once
+    missed, once = advance.fires
     # too many to count in one walk: the row names the gap and leaves the count NULL
     assert (missed.fire_time, missed.last_fire_time, missed.missed_count) == (
         T0,
-        late_end - timedelta(seconds=2),
+        now - timedelta(seconds=1),
         None,
     )
     assert "too many to count" in (missed.error_msg or "")
-    assert once.fire_time == late_end - timedelta(seconds=1)  # fire_once: the latest late fire
+    assert once.fire_time == now
     assert advance.next_start_time == now + timedelta(seconds=1)
 
 
 def test_a_gap_a_little_shorter_than_the_cap_is_counted() -> None:
-    now = T0 + timedelta(seconds=1004)
+    now = T0 + timedelta(seconds=998)
     advance, more = plan_advance(task(T0, Misfire.SKIP), EVERY_SECOND, now, now, cap=1000)
-    assert not more and advance.fires[0].missed_count == 999
+    assert not more and advance.fires[0].missed_count == 998
 
 
 def test_catch_up_of_a_long_gap_is_written_in_chunks() -> None:
