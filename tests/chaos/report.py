@@ -15,7 +15,7 @@ from tests.chaos.checker import FAILOVER_SLACK_S, Report, check
 __all__ = ["main", "render"]
 
 HEADER = (
-    "| scenario | db | expected | run | missing | dup (allowed) | stale accepted "
+    "| scenario | db | expected | run | superseded | missing | dup (allowed) | stale accepted "
     "| max failover s (bound) | lateness p99 ms | died | stuck | invariants |"
 )
 
@@ -35,6 +35,7 @@ def row(report: dict[str, Any]) -> str:
         report["db"],
         str(report["expected"]),
         str(report["run"]),
+        str(report.get("superseded", 0)),
         str(report["missing"]),
         f"{report['duplicated']} ({report['duplicated_allowed']})",
         str(report["stale_accepted"]),

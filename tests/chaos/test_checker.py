@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -233,3 +234,18 @@ def test_expected_fires_follow_the_contract_across_dst() -> None:
 
 T_SPRING_END = datetime(2026, 3, 29, 1, 0, 30, tzinfo=UTC)
 T_AUTUMN_END = datetime(2026, 10, 25, 1, 0, 30, tzinfo=UTC)
+
+
+def test_a_superseded_fire_is_not_lost_when_a_later_fire_of_its_task_ran() -> None:
+    superseded = replace(
+        row(1, FIRES[0], "a", RunStatus.MISSED),
+        error_msg="missed: not started before a later fire of the task was due (policy fire_once)",
+    )
+    obs = observe(CLEAN[1:], runs=[superseded, *(row(i + 1, FIRES[i], "a") for i in (1, 2))])
+    report = build(obs)
+    assert (report.missing, report.superseded) == (0, 1)
+    assert check(report) == []
+    # ... but a fire MISSED for another reason, or with no later fire run, is lost
+    graced = replace(superseded, error_msg="missed: not started within its misfire grace")
+    assert build(observe(CLEAN[1:], runs=[graced])).missing == 1
+    assert build(observe([], runs=[superseded])).missing == len(FIRES)
