@@ -238,10 +238,12 @@ def _wait_live(store: Store, config: TrialConfig, procs: list[subprocess.Popen[b
 
 
 def _wait_caught_up(store: Store, progress: Callable[[str], None], budget_s: float = 300) -> None:
-    """Wait until no fire is overdue by more than 2 s: with many tasks, nodes that register
+    """Wait until no fire is overdue by more than 2 s (with many tasks, nodes that register
     one after the other leave a backlog of fires due meanwhile, and the window measures the
-    steady state, not that start-up."""
+    steady state, not that start-up), or until that backlog stopped shrinking for 10 s: a
+    cluster offered more than it can run keeps one (its misfire policy holds it steady)."""
     deadline = time.monotonic() + budget_s
+    lowest, since = None, time.monotonic()
 
     def overdue(conn: sa.Connection) -> int:
         cutoff = conn.scalar(sa.select(db_now())) - timedelta(seconds=2)
@@ -252,6 +254,11 @@ def _wait_caught_up(store: Store, progress: Callable[[str], None], budget_s: flo
         return int(conn.scalar(query) or 0)
 
     while (left := store.db.read("bench_backlog", overdue)) and time.monotonic() < deadline:
+        if lowest is None or left < lowest * 0.9:
+            lowest, since = left, time.monotonic()
+        elif time.monotonic() - since > 10:
+            progress(f"steady backlog of {left} fires overdue (offered more than it runs)")
+            return
         progress(f"waiting for the start-up backlog to clear: {left} fires overdue")
         time.sleep(1.0)
     if left:

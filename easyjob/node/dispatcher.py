@@ -87,6 +87,7 @@ class Dispatcher:
         self._grace = timedelta(seconds=config.overdue_grace_s)
         self._retry = timedelta(seconds=min(config.poll, 0.5))
         self._room = Room(lookahead_s=config.lookahead_s, max_held=config.max_held)
+        self._behind = timedelta(seconds=config.poll)  # see Timetable.room
         self._on_free = on_free
         self._lock = threading.Condition()
         self._table = Timetable(config.workers)
@@ -113,8 +114,11 @@ class Dispatcher:
 
     def room(self) -> int:
         """How many more runs this node should claim now (0 once it is stopping)."""
+        behind = self._liveness.db_now() - self._behind
         with self._lock:
-            return 0 if self._closed else self._table.room(self._room, self._clock.monotonic())
+            if self._closed:
+                return 0
+            return self._table.room(self._room, self._clock.monotonic(), behind)
 
     def exclusive_waiting(self) -> set[int]:
         """Exclusive tasks with a run waiting here: not to be claimed more of."""
@@ -282,31 +286,34 @@ class Dispatcher:
             if run.triggered_by == Trigger.CRON:
                 key = (run.task_id, run.shard, run.target_node)
                 newest[key] = max(run.fire_time, newest.get(key, run.fire_time))
+        foreign: list[Run] = []
+        missed: dict[int, tuple[Run, str]] = {}
         for run in due:
             latest = newest.get((run.task_id, run.shard, run.target_node), run.fire_time)
             why = self._not_startable(run, now, superseded=run.fire_time < latest)
             if why is None:
                 batch.append(run)
-                continue
-            status, reason = why
-            if status == RunStatus.PENDING:
-                self.writer.release([run], reason)
-            elif self.writer.close(run, status, reason) and status == RunStatus.MISSED:
-                self._event(EventKind.MISSED, run, Outcome(error=reason), None)
+            elif why[0] == RunStatus.PENDING:
+                foreign.append(run)
+            else:
+                missed[run.id] = (run, why[1])
+        if foreign:
+            self.writer.release(foreign, "its task is not registered here")
+        self._close(list(missed.values()), RunStatus.MISSED)
+        for run in foreign:
             self._dropped(run)
         if not batch:
             return
         exclusive = {r.id for r in batch if r.overlap != Overlap.ALLOW}
         started = self.writer.start(batch, exclusive)
         retry_at = now + self._retry
+        skipped: list[tuple[Run, str]] = []
         for run in batch:
             result = None if started is None else started.get(run.id)
             if isinstance(result, Run):
                 self._run(result, now)
             elif result is BLOCKED and run.overlap == Overlap.SKIP:
-                reason = "skipped: the previous run is still running"
-                self.writer.close(run, RunStatus.SKIPPED, reason)
-                self._dropped(run)
+                skipped.append((run, "skipped: the previous run is still running"))
             elif result is BLOCKED:
                 with self._lock:
                     self._table.blocked(run, retry_at)
@@ -314,6 +321,18 @@ class Dispatcher:
                 if started is not None:
                     self.writer.say(logging.WARNING, run, "taken over before it started (fenced)")
                 self._dropped(run)
+        self._close(skipped, RunStatus.SKIPPED)
+
+    def _close(self, runs: list[tuple[Run, str]], status: RunStatus) -> None:
+        """Close claimed *runs* (each with its reason) as *status* in one write, and let
+        them go; a ``missed`` event for each MISSED one written."""
+        if not runs:
+            return
+        won = self.writer.close([r for r, _ in runs], status, {r.id: why for r, why in runs})
+        for run, why in runs:
+            if won is not None and run.id in won and status == RunStatus.MISSED:
+                self._event(EventKind.MISSED, run, Outcome(error=why), None)
+            self._dropped(run)
 
     def _not_startable(
         self, run: Run, now: datetime, *, superseded: bool

@@ -123,7 +123,8 @@ class Loader(Loop):
     def _claim(self, now: datetime, horizon: datetime) -> bool:
         """Claim this poll's runs; True when there may be more to claim at once."""
         room = min(self._dispatcher.room(), self._config.batch)
-        if room <= 0:
+        if room <= 0:  # nothing to claim; the runs others cannot start either age here
+            self._supersede([], now)
             return False
         if self._config.claim_mode == "skip_locked":
             won = self._store.runs.claim_next(self._config.node_id, horizon, room, self._foreign)
@@ -166,10 +167,13 @@ class Loader(Loop):
 
     def _supersede(self, candidates: list[Candidate], now: datetime) -> bool:
         """When the cluster is behind (a ``fire_once`` or ``skip`` run read here is due a
-        poll ago or more), mark MISSED the PENDING fires whose successor is due too (see
+        poll ago or more; or, with no *candidates*, the node has no room to claim), mark
+        MISSED the PENDING fires whose successor is due too (see
         :meth:`RunStore.supersede`); True when any was."""
         behind = now - timedelta(seconds=self._config.poll)
-        if not any(c.misfire != Misfire.CATCH_UP and c.due_time <= behind for c in candidates):
+        if candidates and not any(
+            c.misfire != Misfire.CATCH_UP and c.due_time <= behind for c in candidates
+        ):
             return False
         marked = self._store.runs.supersede(now)
         if not marked:

@@ -87,13 +87,21 @@ class Timetable:
         holds at most one waiting run per exclusive task; later fires stay PENDING)."""
         return {r.task_id for r in self._waiting.values() if r.overlap != Overlap.ALLOW}
 
-    def room(self, room: Room, now: float) -> int:
+    def room(self, room: Room, now: float, behind_before: datetime | None = None) -> int:
         """How many more runs to claim at monotonic time *now*: what the workers can start
         within the look-ahead window, capped by ``max_held``, less the runs already
         waiting. The window holds ``workers * lookahead / expected run time`` starts after
         the free workers': the expected time is the mean run time seen so far, or, while
         every worker is busy, the mean age of the running jobs when that is longer (a
-        node whose workers all hang claims next to nothing). Nothing known yet: the cap."""
+        node whose workers all hang claims next to nothing). Nothing known yet: the cap.
+
+        None at all while a run here was ready to start before *behind_before* (database
+        time) and has not: the node starts runs slower than it claims them (its database
+        writes, not its workers, are the limit), and what it does not hold stays PENDING,
+        for other nodes and for the misfire policy, instead of ageing in its timetable."""
+        ready = self.next_ready()
+        if behind_before is not None and ready is not None and ready < behind_before:
+            return 0
         expected = self.mean_run_s
         if self.free_workers() == 0 and self._since:
             ages = [now - at for at in self._since.values()]

@@ -14,7 +14,7 @@ whose success could not be written runs again).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -28,6 +28,9 @@ from easyjob.store.runs import Starts
 __all__ = ["RunWriter"]
 
 T = TypeVar("T")
+
+#: How many runs of a batch closed by policy the log names one by one (then a count).
+_TOLD = 5
 
 
 class RunWriter:
@@ -109,17 +112,24 @@ class RunWriter:
                 self._log.info("released %d run(s) (%s)", len(won), why)
         return won
 
-    def close(self, run: Run, status: RunStatus, reason: str) -> bool | None:
-        """CLAIMED -> MISSED or SKIPPED with *reason* (misfire or overlap policy)."""
+    def close(
+        self, runs: Sequence[Run], status: RunStatus, reasons: Mapping[int, str]
+    ) -> set[int] | None:
+        """CLAIMED -> MISSED or SKIPPED, each run with its reason (misfire or overlap
+        policy), in one statement; returns the ids closed (None: the write was given up)."""
+        store = self._store.runs
         won = self._write(
-            [run],
-            f"close as {status}",
-            lambda: self._store.runs.close_unstarted(run, status, reason),
+            runs, f"close as {status}", lambda: store.close_many(runs, status, reasons)
         )
-        if won is False:
-            self.say(logging.WARNING, run, "could not be closed as %s (fenced)", status)
-        elif won:
-            self.say(logging.INFO, run, "%s", reason)
+        if won is None:
+            return None
+        for run in runs[:_TOLD]:
+            if run.id in won:
+                self.say(logging.INFO, run, "%s", reasons[run.id])
+            else:
+                self.say(logging.WARNING, run, "could not be closed as %s (fenced)", status)
+        if len(runs) > _TOLD:
+            self._log.info("... and %d more run(s) closed as %s", len(runs) - _TOLD, status)
         return won
 
     def fenced(self, run: Run) -> None:

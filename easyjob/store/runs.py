@@ -450,9 +450,39 @@ class RunStore:
 
     def close_unstarted(self, run: Run, status: RunStatus, reason: str) -> bool:
         """CLAIMED -> MISSED or SKIPPED (misfire or overlap policy) with *reason*."""
+        return bool(self.close_many([run], status, {run.id: reason}))
+
+    def close_many(
+        self, runs: Sequence[Run], status: RunStatus, reasons: Mapping[int, str]
+    ) -> set[int]:
+        """CLAIMED -> MISSED or SKIPPED for a batch of one node's runs, each with its reason
+        (run id -> text), in one version-checked UPDATE; returns the ids closed (the others
+        were fenced: taken over or paused meanwhile)."""
         if status not in (RunStatus.MISSED, RunStatus.SKIPPED):
             raise ValueError(f"a claimed run cannot be closed as {status}")
-        return self._transition(run, status, end_time=db_now(), error_msg=reason[:_MAX_ERROR])
+        if not runs:
+            return set()
+        node = _one_node(runs, status)
+        expected = {r.id: r.version for r in runs}
+        texts = {r.id: reasons[r.id][:_MAX_ERROR] for r in runs}
+
+        def write(conn: sa.Connection) -> set[int]:
+            stmt = (
+                d.update()
+                .where(_held_at(expected, RunStatus.CLAIMED, node))
+                .values(
+                    status=str(status),
+                    version=d.c.version + 1,
+                    end_time=db_now(),
+                    error_msg=per_id(d, texts, d.c.error_msg.type),
+                )
+            )
+            return set(self._db.winners(conn, stmt, d, expected))
+
+        def landed(conn: sa.Connection) -> set[int] | None:
+            return set(_moved(conn, expected, status, node)) or None
+
+        return self._db.write(f"runs_{status.lower()}", write, landed=landed)
 
     def _transition(self, run: Run, status: RunStatus, **values: Any) -> bool:
         def write(conn: sa.Connection) -> bool:

@@ -185,6 +185,21 @@ def test_misfired_and_skipped_claims_close_with_a_reason(store: Store) -> None:
         store.runs.close_unstarted(first, RunStatus.SUCCESS, "no")
 
 
+def test_a_batch_of_claimed_runs_closes_in_one_write_each_with_its_reason(store: Store) -> None:
+    run_ids = make_pending(store, fires=3)
+    first, second, third = store.runs.claim("node-a", _candidates(store, run_ids))
+    assert store.runs.release(third)  # no longer held: fenced out of the batch
+    reasons = {first.id: "superseded", second.id: "late", third.id: "late"}
+    closed = store.runs.close_many([first, second, third], RunStatus.MISSED, reasons)
+    assert closed == {first.id, second.id}
+    rows = [_row(store, r.id) for r in (first, second, third)]
+    assert [(row["status"], row["error_msg"]) for row in rows] == [
+        ("MISSED", "superseded"),
+        ("MISSED", "late"),
+        ("PENDING", None),
+    ]
+
+
 def test_start_and_finish_many_write_exactly_the_runs_still_held(store: Store) -> None:
     run_ids = make_pending(store, fires=4)
     runs = store.runs.claim("node-a", _candidates(store, run_ids))

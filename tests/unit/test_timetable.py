@@ -139,3 +139,13 @@ def test_drain_hands_back_every_waiting_run() -> None:
     assert table.held_ids() == {a.id}
     table.finished(replace(a).id, 1.0)
     assert table.held_ids() == set()
+
+
+def test_no_room_while_a_run_ready_a_poll_ago_has_not_started() -> None:
+    room = Room(lookahead_s=2.0, max_held=1000)
+    table = Timetable(workers=4)
+    table.add([run(1, 1), run(2, 9)], T0)
+    assert table.room(room, now=0.0, behind_before=at(1)) == 998  # ready at 1 s: not before
+    assert table.room(room, now=0.0, behind_before=at(2)) == 0  # a second late, not started
+    table.pop_due(at(2))
+    assert table.room(room, now=0.0, behind_before=at(2)) == 998  # started: room again
