@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -123,8 +124,8 @@ def test_load_strategy_by_name_and_by_path() -> None:
 class WantsGossip:
     needs = frozenset({"held", "gossip"})
 
-    def select(self, candidates: list[Candidate], view: ClusterView) -> list[Candidate]:
-        return candidates
+    def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
+        return list(candidates)
 
 
 def test_strategies_declare_what_of_the_cluster_they_read() -> None:
