@@ -140,17 +140,35 @@ def test_a_bad_value_names_the_option_the_variable_and_the_value(
 
 
 @pytest.mark.parametrize(
-    ("text", "message"),
+    ("var", "text", "message"),
     [
-        ("0", "argument --workers: workers must be a positive integer, got 0 (from "),
-        ("x", "argument --workers: must be an integer, got 'x' (from EASYJOB_WORKERS)"),
+        (
+            "EASYJOB_WORKERS",
+            "0",
+            "argument --workers: workers must be a positive integer, got 0 (from EASYJOB_WORKERS)",
+        ),
+        (
+            "EASYJOB_WORKERS",
+            "x",
+            "argument --workers: must be an integer, got 'x' (from EASYJOB_WORKERS)",
+        ),
+        (
+            "EASYJOB_DEAD_AFTER",
+            "1",
+            "argument --dead-after: dead_after must be at least 2 heartbeats, got 1 "
+            "(from EASYJOB_DEAD_AFTER)",
+        ),
     ],
 )
 def test_the_check_is_the_configs_own(
-    text: str, message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    var: str,
+    text: str,
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("EASYJOB_WORKERS", text)
+    monkeypatch.setenv(var, text)
     assert main(["run", "jobs_never_loaded.py"]) == 2
-    assert message in capsys.readouterr().err
+    assert capsys.readouterr().err.splitlines()[-1] == f"easyjob run: error: {message}"
     with pytest.raises(ValueError, match="workers must be a positive integer, got 0"):
         NodeConfig(workers=0)
