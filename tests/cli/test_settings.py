@@ -7,6 +7,7 @@ import dataclasses
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from easyjob.cli import main
 from easyjob.cli.options import build_parser
 from easyjob.core.config import NodeConfig
-from easyjob.core.settings import configure, env_name, flag_name, settings
+from easyjob.core.settings import configure, default_text, env_name, flag_name, settings
 
 FIELDS = [field.name for field in dataclasses.fields(NodeConfig)]
 
@@ -88,6 +89,18 @@ def test_run_help_lists_every_field_with_its_variable() -> None:
     assert "[env EASYJOB_WORKERS; default 64]" in text
     assert "[env EASYJOB_RETENTION; default 7d]" in text
     assert "[env EASYJOB_LOOKAHEAD; default 2 polls]" in text
+
+
+def test_the_cli_reference_lists_every_setting_as_generated() -> None:
+    reference = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+    rows = {}
+    for line in reference.read_text().splitlines():
+        cells = [cell.strip().strip("`") for cell in line.strip("|").split("|")]
+        if len(cells) >= 4 and cells[3].startswith("run"):
+            rows[cells[0]] = (cells[1], cells[2])
+    for field, found in settings(NodeConfig):
+        row = rows.get(f"{flag_name(field.name)} {found.metavar}")
+        assert row == (env_name(field.name), default_text(field, found)), (field.name, row)
 
 
 def test_left_out_settings_keep_the_config_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
