@@ -48,29 +48,13 @@ def _show(args: argparse.Namespace, document: dict[str, Any], human: Callable[[]
 
 
 def run(args: argparse.Namespace) -> int:
-    from easyjob.core.config import NodeConfig, generate_node_id
+    from easyjob.core.config import NodeConfig
+    from easyjob.core.settings import configure
     from easyjob.loading import load_jobs
     from easyjob.node.node import Node
     from easyjob.registry import default_registry
 
-    config = NodeConfig(
-        node_id=args.node_id or generate_node_id(),
-        strategy=args.strategy,
-        claim_mode=args.claim_mode,
-        weight=args.weight,
-        workers=args.workers,
-        heartbeat=args.heartbeat,
-        dead_after=args.dead_after,
-        poll=args.poll,
-        shutdown_grace=args.shutdown_grace,
-        batch=args.batch,
-        max_held=args.max_held,
-        executor=args.executor,
-        lookahead=args.lookahead,
-        overdue_grace=args.overdue_grace,
-        max_recoveries=args.max_recoveries,
-        retention=args.retention.total_seconds(),
-    )
+    config = configure(NodeConfig, vars(args))
     load_jobs(args.jobs)
     if not len(default_registry):
         raise ConfigError(f"no @scheduled tasks found in {' '.join(args.jobs)}")

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from easyjob.cli.control import add_schedule_parser, add_trigger_parser
+from easyjob.core.config import NodeConfig
+from easyjob.core.settings import (
+    default_text,
+    env_name,
+    flag_name,
+    non_negative_int,
+    number,
+    one_of,
+    parse_duration,
+    positive_int,
+    settings,
+)
 from easyjob.core.states import RunStatus, TaskStatus
 from easyjob.errors import ConfigError
 from easyjob.logs import LEVELS, LOG_FORMATS
@@ -24,21 +35,7 @@ __all__ = ["DEFAULT_DB", "build_parser", "parse_duration", "parse_since"]
 
 DEFAULT_DB = "sqlite:///easyjob.db"
 
-_DURATION = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
-_UNITS = ("weeks", "days", "hours", "minutes", "seconds")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-
-
-def parse_duration(text: str) -> timedelta:
-    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` or a combination, largest unit first
-    (``1d12h``). Raises ValueError naming *text*."""
-    match = _DURATION.fullmatch(text.strip())
-    if not text.strip() or match is None:
-        raise ValueError(
-            f"invalid duration {text!r}: use a whole number with a unit w, d, h, m or s, "
-            "largest first, e.g. 30d, 12h, 90m, 45s or 1d12h"
-        )
-    return timedelta(**{unit: int(n) for unit, n in zip(_UNITS, match.groups(), strict=True) if n})
 
 
 def parse_since(text: str) -> timedelta | datetime:
@@ -56,42 +53,6 @@ def parse_since(text: str) -> timedelta | datetime:
             "ISO 8601 time (2030-01-02T03:00:00Z)"
         ) from None
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-def positive_int(text: str) -> int:
-    if not re.fullmatch(r"\s*\+?\d+\s*", text) or int(text) < 1:
-        raise ValueError(f"must be a positive integer, got {text!r}")
-    return int(text)
-
-
-def non_negative_int(text: str) -> int:
-    if not re.fullmatch(r"\s*\+?\d+\s*", text):
-        raise ValueError(f"must be a whole number (0 or more), got {text!r}")
-    return int(text)
-
-
-def integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"must be an integer, got {text!r}") from None
-
-
-def number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(f"must be a number, got {text!r}") from None
-
-
-def _one_of(choices: tuple[str, ...], *, upper: bool = False) -> Callable[[str], str]:
-    def check(text: str) -> str:
-        value = text.upper() if upper else text.lower()
-        if value not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
-        return value
-
-    return check
 
 
 def _flag_default(env: str) -> bool:
@@ -113,10 +74,12 @@ def option(
     required: bool = False,
     metavar: str | None = None,
     inherited: bool = False,
+    shown: str | None = None,
 ) -> None:
     """Add an option whose default is ``$EASYJOB_<env>``, else *default*. Values from either
     place go through *kind* (a ValueError becomes a usage error naming the variable).
-    An *inherited* option only overrides, when given, the same option of the parent parser."""
+    An *inherited* option only overrides, when given, the same option of the parent parser.
+    *shown* words, in ``--help``, a default that is not given here (None leaves it out)."""
     var = f"EASYJOB_{env}"
     raw = None if inherited else os.environ.get(var) or None
     value = raw if raw is not None else default
@@ -128,14 +91,15 @@ def option(
             origin = f" (from {var})" if text is raw else ""
             raise argparse.ArgumentTypeError(f"{err}{origin}") from None
 
-    shown = f"env {var}" + (f"; default {default}" if default is not None else "")
+    words = default if default is not None else shown
+    label = f"env {var}" + (f"; default {words}" if words is not None else "")
     parser.add_argument(
         *flags,
         default=argparse.SUPPRESS if inherited else value,
         type=convert,
         required=required and value is None,
         metavar=metavar,
-        help=f"{help} [{shown}]",
+        help=f"{help} [{label}]",
     )
 
 
@@ -147,7 +111,7 @@ def _logging(parser: argparse.ArgumentParser, *, top: bool) -> None:
         "--log-level",
         env="LOG_LEVEL",
         default="INFO",
-        kind=_one_of(LEVELS, upper=True),
+        kind=one_of(LEVELS, upper=True),
         metavar="LEVEL",
         help="DEBUG, INFO, WARNING or ERROR",
         inherited=not top,
@@ -157,7 +121,7 @@ def _logging(parser: argparse.ArgumentParser, *, top: bool) -> None:
         "--log-format",
         env="LOG_FORMAT",
         default="text",
-        kind=_one_of(LOG_FORMATS),
+        kind=one_of(LOG_FORMATS),
         metavar="FORMAT",
         help="text or json (one JSON object per line)",
         inherited=not top,
@@ -266,155 +230,36 @@ def _bench_options(bench: argparse.ArgumentParser) -> None:
     )
 
 
-def _node_default(name: str) -> str:
-    """The default of NodeConfig field *name*, as the CLI shows and parses it."""
-    from easyjob.core.config import NodeConfig
+def _checked(
+    name: str, parse: Callable[[str], Any], check: Callable[[str, Any], None]
+) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        value = parse(text)
+        check(name, value)  # a ConfigError is a ValueError: a usage error naming the option
+        return value
 
-    value = NodeConfig.__dataclass_fields__[name].default
-    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+    return convert
 
 
 def _run_options(run: argparse.ArgumentParser) -> None:
+    """The node's settings are generated from :class:`NodeConfig`; an option left out (on
+    the command line and in the environment) is None, and the config's default holds."""
     run.add_argument(
         "jobs",
         nargs="+",
         metavar="MODULE_OR_FILE",
         help="job modules (dotted names) or .py files to load",
     )
-    option(run, "--node-id", metavar="ID", env="NODE_ID", help="node id; default host-pid-random")
-    option(
-        run,
-        "--strategy",
-        metavar="NAME",
-        env="STRATEGY",
-        default="default",
-        help="default, id_hash, least_count, weight or pkg.module:Class",
-    )
-    option(
-        run,
-        "--claim-mode",
-        metavar="MODE",
-        env="CLAIM_MODE",
-        default="optimistic",
-        help="optimistic (any database) or skip_locked (PostgreSQL, strategy default only)",
-    )
-    option(
-        run,
-        "--weight",
-        metavar="N",
-        env="WEIGHT",
-        default=_node_default("weight"),
-        kind=integer,
-        help="share for the weight strategy",
-    )
-    option(
-        run,
-        "--workers",
-        metavar="N",
-        env="WORKERS",
-        default=_node_default("workers"),
-        kind=integer,
-        help="worker threads",
-    )
-    option(
-        run,
-        "--heartbeat",
-        metavar="SECONDS",
-        env="HEARTBEAT",
-        default=_node_default("heartbeat"),
-        kind=number,
-        help="seconds between heartbeats",
-    )
-    option(
-        run,
-        "--dead-after",
-        metavar="N",
-        env="DEAD_AFTER",
-        default=_node_default("dead_after"),
-        kind=integer,
-        help="heartbeats missed before a node is dead",
-    )
-    option(
-        run,
-        "--poll",
-        metavar="SECONDS",
-        env="POLL",
-        default=_node_default("poll"),
-        kind=number,
-        help="seconds between polls for due work",
-    )
-    option(
-        run,
-        "--shutdown-grace",
-        metavar="SECONDS",
-        env="SHUTDOWN_GRACE",
-        default=_node_default("shutdown_grace"),
-        kind=number,
-        help="seconds running jobs get to finish at shutdown",
-    )
-    option(
-        run,
-        "--batch",
-        metavar="N",
-        env="BATCH",
-        default=_node_default("batch"),
-        kind=integer,
-        help="runs or tasks per claim or advance statement",
-    )
-    option(
-        run,
-        "--executor",
-        metavar="KIND",
-        env="EXECUTOR",
-        default=_node_default("executor"),
-        help="thread (jobs on worker threads) or process (a child process per run: a timeout "
-        "kills it, a crash fails only that run)",
-    )
-    option(
-        run,
-        "--max-held",
-        metavar="N",
-        env="MAX_HELD",
-        default=_node_default("max_held"),
-        kind=integer,
-        help="most runs a node holds (waiting or running); see docs/concepts.md",
-    )
-    option(
-        run,
-        "--lookahead",
-        metavar="SECONDS",
-        env="LOOKAHEAD",
-        kind=number,
-        help="how far ahead of their fire time runs are claimed; default 2 polls",
-    )
-    option(
-        run,
-        "--overdue-grace",
-        metavar="SECONDS",
-        env="OVERDUE_GRACE",
-        kind=number,
-        help="after this, any node may take an overdue task or run, and a node hands back "
-        "runs no worker could start; default one poll, at least 1",
-    )
-    option(
-        run,
-        "--max-recoveries",
-        metavar="N",
-        env="MAX_RECOVERIES",
-        default="1",
-        kind=non_negative_int,
-        help="times a run whose node died while running it is run again before it ends FAILED",
-    )
-    option(
-        run,
-        "--retention",
-        metavar="DURATION",
-        env="RETENTION",
-        default="7d",
-        kind=parse_duration,
-        help="finished runs, and rows of nodes stopped or dead, older than this are pruned "
-        "(one node at a time, in small batches); 0s keeps everything",
-    )
+    for field, found in settings(NodeConfig):
+        option(
+            run,
+            flag_name(field.name),
+            env=env_name(field.name).removeprefix("EASYJOB_"),
+            kind=_checked(field.name, found.parse, found.check),
+            metavar=found.metavar,
+            help=found.help,
+            shown=default_text(field, found),
+        )
     option(
         run,
         "--stats-file",
@@ -488,7 +333,7 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         "--status",
         env="TASKS_STATUS",
         metavar="STATUS",
-        kind=_one_of(tuple(TaskStatus), upper=True),
+        kind=one_of(tuple(TaskStatus), upper=True),
         help=f"only tasks in this status: {', '.join(TaskStatus)}",
     )
     option(
@@ -509,7 +354,7 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         "--status",
         env="HISTORY_STATUS",
         metavar="STATUS",
-        kind=_one_of(tuple(RunStatus), upper=True),
+        kind=one_of(tuple(RunStatus), upper=True),
         help=f"only runs in this status: {', '.join(RunStatus)}",
     )
     option(

@@ -8,6 +8,10 @@ grace, every live node may take it, so nothing starves.
 
 A user strategy is any class with a ``select`` method of the :class:`Strategy` shape, named
 as ``package.module:Class``; it is built with no arguments.
+
+Some of the :class:`ClusterView` costs a read per poll: a strategy names what it looks at in
+a class attribute ``needs`` (a subset of :data:`NEEDS`; none if absent), and only that is
+read for it.
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from easyjob.core.records import Candidate
 from easyjob.errors import UnknownStrategyError
 
 __all__ = [
+    "NEEDS",
     "ClusterView",
     "DefaultStrategy",
     "IdHashStrategy",
@@ -30,7 +35,12 @@ __all__ = [
     "Strategy",
     "WeightStrategy",
     "load_strategy",
+    "needs",
 ]
+
+#: The parts of a :class:`ClusterView` that are read only for a strategy that needs them:
+#: ``held``, the runs each live node holds (one count per poll).
+NEEDS = frozenset({"held"})
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,11 @@ class ClusterView:
 
 @runtime_checkable
 class Strategy(Protocol):
-    """Chooses, among *candidates*, the runs this node should try to claim."""
+    """Chooses, among *candidates*, the runs this node should try to claim.
+
+    A strategy may also declare ``needs: frozenset[str]``, the parts of :data:`NEEDS` its
+    view must hold; the rest of those are left empty. It is optional, so not a member here.
+    """
 
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
         """Return the subset of *candidates* (order kept) this node should claim."""
@@ -126,6 +140,8 @@ class LeastCountStrategy:
     least-loaded node (ties by rank), counting what has been dealt so far, so one poll never
     hands a whole batch to one node."""
 
+    needs: ClassVar[frozenset[str]] = frozenset({"held"})
+
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
         if view.me not in view.live:
             return []
@@ -164,7 +180,24 @@ def load_strategy(name: str) -> Strategy:
     strategy = cls()
     if not isinstance(strategy, Strategy):
         raise UnknownStrategyError(f"strategy {name!r} has no select(candidates, view) method")
+    try:
+        needs(strategy)
+    except TypeError as err:
+        raise UnknownStrategyError(f"strategy {name!r}: {err}") from err
     return strategy
+
+
+def needs(strategy: Strategy) -> frozenset[str]:
+    """What of :data:`NEEDS` *strategy* declares it looks at (its ``needs``; none if absent).
+    Raises TypeError for a declaration that is not a set of :data:`NEEDS` names."""
+    declared: object = getattr(strategy, "needs", frozenset())
+    known = ", ".join(map(repr, sorted(NEEDS)))
+    if not isinstance(declared, (set, frozenset)):
+        raise TypeError(f"needs must be a set of {known}, got {declared!r}")
+    unknown = sorted(map(repr, declared - NEEDS))
+    if unknown:
+        raise TypeError(f"unknown need {', '.join(unknown)} in needs: a strategy may need {known}")
+    return frozenset(declared)
 
 
 def overdue(candidates: Sequence[Candidate], now: datetime, grace: timedelta) -> list[Candidate]:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import ORIGIN_RUNTIME, Candidate
 from easyjob.core.states import Misfire, Overlap
-from easyjob.core.strategies import ClusterView, LeastCountStrategy, Strategy, overdue
+from easyjob.core.strategies import ClusterView, Strategy, needs, overdue
 from easyjob.events import EventKind, RunEvent
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Membership
@@ -259,7 +259,7 @@ class Loader(Loop):
     def _choose(self, candidates: list[Candidate], now: datetime) -> list[Candidate]:
         nodes = self._membership.nodes()
         held = {}
-        if isinstance(self._strategy, LeastCountStrategy):
+        if "held" in needs(self._strategy):
             held = self._store.runs.held_counts()
         view = ClusterView(
             me=self._config.node_id,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from easyjob.core.strategies import (
     LeastCountStrategy,
     WeightStrategy,
     load_strategy,
+    needs,
     overdue,
 )
 from easyjob.errors import UnknownStrategyError
@@ -117,6 +119,31 @@ def test_load_strategy_by_name_and_by_path() -> None:
         load_strategy("nope.mod:X")
     with pytest.raises(UnknownStrategyError, match="has no select"):
         load_strategy("easyjob.clock:SystemClock")
+
+
+class WantsGossip:
+    needs = frozenset({"held", "gossip"})
+
+    def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
+        return list(candidates)
+
+
+def test_strategies_declare_what_of_the_cluster_they_read() -> None:
+    assert needs(load_strategy("least_count")) == {"held"}
+    for name in ("default", "id_hash", "weight"):
+        assert needs(load_strategy(name)) == frozenset(), name
+    with pytest.raises(
+        UnknownStrategyError,
+        match=r"^strategy 'tests\.unit\.test_strategies:WantsGossip': unknown need 'gossip' in "
+        r"needs: a strategy may need 'held'$",
+    ):
+        load_strategy(f"{__name__}:WantsGossip")
+
+    class NeedsText(WantsGossip):
+        needs = "held"  # type: ignore[assignment]
+
+    with pytest.raises(TypeError, match=r"^needs must be a set of 'held', got 'held'$"):
+        needs(NeedsText())
 
 
 def test_nodes_offered_more_than_they_can_take_start_at_their_own_offsets() -> None:
