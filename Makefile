@@ -50,7 +50,7 @@ test: venv deps
 # The inner loop: pure units, in-process nodes on a fake clock, and the store on SQLite;
 # no server, no node process.
 test-fast: venv
-	$(BIN)/python -m pytest -q tests/unit tests/node tests/store -k "not postgresql and not mariadb" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q tests/unit tests/node tests/store tests/cli/test_settings.py -k "not postgresql and not mariadb" $(PYTEST_ARGS)
 
 # The whole reliability suite (docs/reliability.md); `make test` runs only its fast tier.
 # With EASYJOB_CHAOS_REPORT=results.jsonl each scenario appends its report there.
