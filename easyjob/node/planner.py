@@ -104,6 +104,7 @@ class Planner(Loop):
             self._unplannable.ids(now),
             share=share,
             overdue_before=now - grace,
+            behind_before=now - timedelta(seconds=self._config.poll),
         )
         advances: list[Advance] = []
         backlog = False

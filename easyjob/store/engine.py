@@ -124,7 +124,10 @@ def create_engine(
             read_timeout=io_timeout_s,
             write_timeout=io_timeout_s,
             charset="utf8mb4",
-            init_command=f"SET SESSION idle_transaction_timeout={stuck_whole_s}",
+            # exists_to_in off: MariaDB would turn a correlated NOT EXISTS probe (the
+            # planner's "task behind" check, TaskStore.due) into a scan of the run table
+            init_command=f"SET SESSION idle_transaction_timeout={stuck_whole_s}, "
+            "optimizer_switch='exists_to_in=off'",
         )
         if read_only:  # one statement only: init_command cannot hold two
             connect_args["init_command"] = "SET SESSION TRANSACTION READ ONLY"

@@ -16,7 +16,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from easyjob.core.records import Advance, PlannedFire, TaskRow, TaskSpec
 from easyjob.core.schedule import build_schedule
-from easyjob.core.states import NodeStatus, RunStatus, TaskStatus, Trigger
+from easyjob.core.states import Misfire, NodeStatus, RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
 from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
@@ -242,6 +242,7 @@ class TaskStore:
         *,
         share: tuple[int, int] | None = None,
         overdue_before: datetime | None = None,
+        behind_before: datetime | None = None,
     ) -> list[TaskRow]:
         """At most *limit* ACTIVE tasks whose ``next_start_time`` <= *horizon*, earliest first,
         but those in *exclude* (task ids: a node advances only the tasks its code has, so
@@ -254,7 +255,15 @@ class TaskStore:
         still advanced by someone once it is overdue. Tasks whose id is in *exclude* (set
         aside by the loader: they could not be planned) are left out.
 
-        Cost is O(rows returned): served by the index on (status, next_start_time).
+        With *behind_before*, a ``fire_once`` or ``skip`` task whose cron fire due before
+        it has not started yet (PENDING or CLAIMED) is *behind* and left out: the cluster
+        runs fewer of its fires than it is offered, so writing more would only write rows
+        to miss. Once that run starts (or is MISSED), the task is planned again, and the
+        fires due meanwhile are one MISSED summary row: under overload a node writes rows
+        per run it starts, not per fire it is offered.
+
+        Cost is O(rows returned): served by the index on (status, next_start_time), and,
+        with *behind_before*, one probe per row of the index on (task_id, status).
         """
 
         def read(conn: sa.Connection) -> list[TaskRow]:
@@ -266,6 +275,10 @@ class TaskStore:
             )
             if exclude:
                 query = query.where(t.c.id.not_in(list(exclude)))
+            if behind_before is not None:
+                query = query.where(
+                    sa.or_(t.c.misfire == str(Misfire.CATCH_UP), ~_behind(behind_before))
+                )
             if share is not None:
                 rank, size = share
                 mine = t.c.id % size == rank
@@ -436,6 +449,24 @@ class TaskStore:
             return first
 
         return self._db.write("trigger_task", write)
+
+
+def _behind(before: datetime) -> sa.Exists:
+    """Whether the task row has a cron fire due before *before* that has not started: a
+    probe of the index on (task_id, status) per task row (named for MariaDB, which would
+    rather range over every due run; its ``exists_to_in`` is off for the same reason, see
+    :func:`easyjob.store.engine.create_engine`)."""
+    probe = (
+        sa.select(d.c.id)
+        .where(
+            d.c.task_id == t.c.id,
+            d.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)]),
+            d.c.due_time < before,
+            d.c.triggered_by == str(Trigger.CRON),
+        )
+        .with_hint(d, "FORCE INDEX (ix_easy_job_task_detail_task_status)", "mysql")
+    )
+    return probe.exists()
 
 
 def _trigger_kwargs(name: str, kwargs: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -17,12 +17,14 @@ def test_fire_once_keeps_the_latest_late_run_and_skip_keeps_none(store: Store) -
     once = make_pending(store, "once", fires=5)
     skip = make_pending(store, "skip", fires=5)
     pending = {c.id: c for c in store.runs.pending(store.db.now() + timedelta(days=1), 100)}
-    late_before = pending[once[3]].due_time + timedelta(milliseconds=1)  # fires 0-3 are late
+    # fires 0-3 of each are late (each task's own: the two may start a second apart)
+    late_once = pending[once[3]].due_time + timedelta(milliseconds=1)
+    late_skip = pending[skip[3]].due_time + timedelta(milliseconds=1)
     marked = store.runs.miss_late(
         {
-            pending[once[0]].task_id: (Misfire.FIRE_ONCE, late_before),
-            pending[skip[0]].task_id: (Misfire.SKIP, late_before),
-            pending[skip[0]].task_id + 100: (Misfire.CATCH_UP, late_before),
+            pending[once[0]].task_id: (Misfire.FIRE_ONCE, late_once),
+            pending[skip[0]].task_id: (Misfire.SKIP, late_skip),
+            pending[skip[0]].task_id + 100: (Misfire.CATCH_UP, late_skip),
         }
     )
     assert marked == 3 + 4

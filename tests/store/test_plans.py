@@ -117,11 +117,19 @@ def test_the_due_tasks_read_searches_the_due_index(store: Store) -> None:
     horizon = store.db.now() + timedelta(days=1)
     reads = _statements(
         store,
-        lambda: store.tasks.due(horizon, 50, [999_999], share=(0, 2), overdue_before=horizon),
+        lambda: store.tasks.due(
+            horizon,
+            50,
+            [999_999],
+            share=(0, 2),
+            overdue_before=horizon,
+            behind_before=horizon,
+        ),
     )
     (sent,) = reads
     plan = _plan(store, *sent)
     assert _indexed(plan, store.db.dialect, "easy_job_task"), plan
+    assert _indexed(plan, store.db.dialect, "easy_job_task_detail"), plan  # the behind probe
 
 
 FULL_READS = [

@@ -9,12 +9,13 @@ import pytest
 import sqlalchemy as sa
 
 from easyjob.core.records import Advance, PlannedFire, TaskSpec
-from easyjob.core.states import RunStatus, TaskStatus
+from easyjob.core.states import Misfire, RunStatus, TaskStatus
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError
 from easyjob.store import Store
 from easyjob.store.schema import task_detail_table as d
 from easyjob.store.schema import task_table as t
 from tests.store.conftest import every_second
+from tests.store.test_supersede import pending_fires
 
 
 def test_upsert_inserts_then_is_idempotent(store: Store) -> None:
@@ -275,3 +276,22 @@ def test_a_changed_cron_keeps_a_due_fire_that_was_not_written_yet(store: Store) 
     )  # a fire due, not yet written by any loader
     (changed,) = store.tasks.upsert([TaskSpec(name="t", func="m:f", cron="*/1 * * * * ?")])
     assert changed.cron_expr == "*/1 * * * * ?" and changed.next_start_time == due
+
+
+def test_a_task_whose_due_fire_has_not_started_is_not_planned_further(store: Store) -> None:
+    """Overload: a ``fire_once`` or ``skip`` task with a cron fire due a while ago that has
+    not started (PENDING or CLAIMED) is behind; it is not advanced until that run starts.
+    ``catch_up`` tasks are."""
+    for name in ("behind", "started"):
+        pending_fires(store, name, 1)
+    pending_fires(store, "all", 1, misfire=Misfire.CATCH_UP)
+    runs = {c.task_name: c for c in store.runs.pending(store.db.now(), 10)}
+    (claimed,) = store.runs.claim("n1", [runs["started"]])
+    assert store.runs.start(claimed)
+    far = store.db.now() + timedelta(days=1)
+    due = store.tasks.due(far, 10, behind_before=store.db.now())
+    assert {row.name for row in due} == {"started", "all"}
+    assert {row.name for row in store.tasks.due(far, 10)} == {"behind", "started", "all"}
+    # a fire due after behind_before is not behind yet
+    before = runs["behind"].due_time - timedelta(seconds=1)
+    assert "behind" in {row.name for row in store.tasks.due(far, 10, behind_before=before)}
