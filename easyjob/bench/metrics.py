@@ -49,6 +49,9 @@ class TrialFigures:
     settings: str = "default"
     #: the nodes' CPU (whole process life) over the runs they completed, milliseconds
     cpu_ms_per_run: float = 0.0
+    #: runs PENDING or CLAIMED longer than their task's misfire grace when the window
+    #: ended: 0 when the misfire policy kept up with what the cluster could not run
+    stale_at_end: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,6 +77,7 @@ def measure(
     idle_tasks: int = 0,
     claim_mode: str = "optimistic",
     settings: str = "default",
+    stale_at_end: int = 0,
 ) -> TrialFigures:
     """Figures for fires scheduled in [start, end]: every task fires on *cron*."""
     fires = CronSchedule.parse(cron).fires_between(start, end, limit=10_000_000)
@@ -128,4 +132,5 @@ def measure(
         window_start=start.isoformat(),
         window_end=end.isoformat(),
         cpu_ms_per_run=round(1000 * sum(s.get("cpu_s", 0.0) for s in node_stats) / runs_total, 4),
+        stale_at_end=stale_at_end,
     )

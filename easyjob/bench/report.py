@@ -14,7 +14,8 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
     header = (
         f"{'settings':>8} {'nodes':>5} {'tasks':>7} {'expected/s':>10} {'runs/s':>9} {'missed':>7} "
         f"{'dups':>5} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-        f"{'lost':>6} {'rt/run':>7} {'rt/s/node':>9} {'cpu s/node':>10}"
+        f"{'lost':>6} {'rt/run':>7} {'rt/s/node':>9} {'cpu s/node':>10} {'cpu ms/run':>10} "
+        f"{'stale':>5}"
     )
     lines.append(header)
     for f in trials:
@@ -26,7 +27,7 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
             f"{f.missed:>7} {f.duplicates:>5} {lat['p50']:>8.1f} {lat['p95']:>8.1f} "
             f"{lat['p99']:>8.1f} {lat['max']:>8.1f} {f.claims_lost:>6} "
             f"{f.round_trips_per_run:>7.2f} {f.round_trips_per_node_s:>9.1f} {cpu:>10.1f} "
-            f"{f.cpu_ms_per_run:>10.2f}"
+            f"{f.cpu_ms_per_run:>10.2f} {f.stale_at_end:>5}"
         )
     if probe is not None and trials:
         best = max(f.runs_per_s for f in trials)
@@ -45,6 +46,7 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
         "runs/s and lateness (start_time - fire_time, database time) over the steady window; "
         "lost = claim races lost; rt/run = statements + commits per completed run; "
         "rt/s/node = statements + commits per second per node; cpu ms/run = the nodes' CPU "
-        "over the trial per run of the window; settings: default = no tuning flag"
+        "over the trial per run of the window; stale = runs PENDING or CLAIMED longer than "
+        "their misfire grace when the window ended; settings: default = no tuning flag"
     )
     return "\n".join(lines)

@@ -110,6 +110,7 @@ def run_trial(
             scraper.start()
             try:
                 _follow(store, start, end, progress)
+                stale = store.db.read("bench_stale", _stale)
             finally:
                 scraper.stop()
             if urls:
@@ -130,6 +131,7 @@ def run_trial(
             idle_tasks=config.idle_tasks,
             claim_mode=config.claim_mode,
             settings=config.settings,
+            stale_at_end=stale,
         )
     finally:
         store.close()
@@ -263,6 +265,29 @@ def _wait_caught_up(store: Store, progress: Callable[[str], None], budget_s: flo
         time.sleep(1.0)
     if left:
         progress(f"start-up backlog not cleared within {budget_s:.0f} s: {left} fires overdue")
+
+
+def _stale(conn: sa.Connection) -> int:
+    """Runs PENDING or CLAIMED for longer than their task's misfire grace, now."""
+    d, t = task_detail_table, task_table
+    now = conn.scalar(sa.select(db_now()))
+    graces = conn.scalars(sa.select(t.c.misfire_grace_ms).distinct()).all()
+    held = d.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)])
+    return sum(
+        int(
+            conn.scalar(
+                sa.select(sa.func.count())
+                .select_from(d.join(t, t.c.id == d.c.task_id))
+                .where(
+                    held,
+                    t.c.misfire_grace_ms == grace,
+                    d.c.due_time < now - timedelta(milliseconds=grace),
+                )
+            )
+            or 0
+        )
+        for grace in graces
+    )
 
 
 def _follow(store: Store, start: Any, end: Any, progress: Callable[[str], None]) -> None:

@@ -54,6 +54,7 @@ def test_bench_measures_a_small_cluster(tmp_path: Path, capsys: pytest.CaptureFi
     assert trial["nodes"] == 2 and set(trial["cpu_s_per_node"]) == {"bench-node-0", "bench-node-1"}
     assert 0 <= trial["lateness_ms"]["p50"] <= trial["lateness_ms"]["max"]
     assert trial["round_trips_per_run"] > 0
+    assert trial["stale_at_end"] == 0  # nothing waited past its grace
 
 
 def test_bench_refuses_a_database_with_other_tasks(

@@ -110,6 +110,7 @@ def figures_report(figures: TrialFigures, base: dict[str, Any]) -> dict[str, Any
         cpu_s=[round(cpu, 2) for cpu in figures.cpu_s_per_node.values()],
         claims_lost=figures.claims_lost,
         round_trips_per_run=figures.round_trips_per_run,
+        stale_at_end=figures.stale_at_end,
     )
     return report
 
