@@ -124,9 +124,8 @@ def create_engine(
             read_timeout=io_timeout_s,
             write_timeout=io_timeout_s,
             charset="utf8mb4",
-            # exists_to_in off: MariaDB would turn a correlated EXISTS probe by index (e.g.
-            # RunStore.supersede's "a later fire of the task is due") into a scan of the run
-            # table (measured on a NOT EXISTS of the same shape: type=ALL)
+            # exists_to_in off: MariaDB would turn a correlated NOT EXISTS probe (the
+            # planner's "task behind" check, TaskStore.due) into a scan of the run table
             init_command=f"SET SESSION idle_transaction_timeout={stuck_whole_s}, "
             "optimizer_switch='exists_to_in=off'",
         )
