@@ -8,12 +8,11 @@ advances), ``store.runs`` (claims and every later, version-checked transition),
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from easyjob.errors import SchemaMissingError
 from easyjob.store.database import Database
-from easyjob.store.engine import normalize_url, safe_url
+from easyjob.store.engine import dialect_of, normalize_url, safe_url
 from easyjob.store.history import HistoryStore
 from easyjob.store.nodes import Heartbeat, NodeStore
 from easyjob.store.retry import RetryPolicy, is_transient
@@ -43,10 +42,11 @@ class Store:
     def open(cls, url: str, *, create: bool = False, **options: Any) -> Store:
         """Connect to *url* and check the schema (creating it first when *create*).
 
-        Without *create*, a SQLite file that does not exist is reported as a missing schema
-        without connecting (which would leave an empty file behind)."""
+        Without *create*, a database known not to exist (a SQLite file that is not there) is
+        reported as a missing schema without connecting (which would leave an empty file
+        behind)."""
         if not create:
-            _refuse_missing_sqlite_file(url)
+            _refuse_missing_database(url)
         db = Database.open(url, **options)
         try:
             if create:
@@ -62,11 +62,9 @@ class Store:
         self.db.dispose()
 
 
-def _refuse_missing_sqlite_file(url: str) -> None:
+def _refuse_missing_database(url: str) -> None:
     parsed = normalize_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.query.get("uri") in ("true", "1"):
-        return
-    if not Path(str(parsed.database)).exists():
+    if dialect_of(parsed).missing_database(parsed):
         raise SchemaMissingError(
             f"the easyjob tables are missing in {safe_url(parsed)!r}: run `easyjob init-db`"
         )

@@ -17,7 +17,7 @@ from sqlalchemy.sql.functions import FunctionElement
 from easyjob.core.records import TaskRow
 from easyjob.core.states import TERMINAL, RunStatus
 from easyjob.store.database import Database
-from easyjob.store.engine import db_now
+from easyjob.store.engine import compiled_by, db_now
 from easyjob.store.history import name_matches
 from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
 
@@ -168,36 +168,18 @@ class _epoch(FunctionElement[float]):
     inherit_cache = True
 
 
-@compiles(_epoch, "sqlite")
-def _epoch_sqlite(element: _epoch, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"((julianday({compiler.process(element.clauses, **kw)}) - 2440587.5) * 86400.0)"
-
-
-@compiles(_epoch, "postgresql")
-def _epoch_postgresql(element: _epoch, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"EXTRACT(EPOCH FROM {compiler.process(element.clauses, **kw)})"
-
-
-@compiles(_epoch, "mysql")
-@compiles(_epoch, "mariadb")
-def _epoch_mysql(element: _epoch, compiler: SQLCompiler, **kw: Any) -> str:
-    value = compiler.process(element.clauses, **kw)
-    return f"(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {value}) / 1000000.0)"
+@compiles(_epoch)
+def _epoch_sql(element: _epoch, compiler: SQLCompiler, **kw: Any) -> str:
+    return compiled_by(compiler).epoch_sql(compiler.process(element.clauses, **kw))
 
 
 class _floor(FunctionElement[int]):
-    """The largest integer not above a number (SQLite has no FLOOR without its math
-    extension; a CAST truncates there, which is the floor for the positive values here)."""
+    """The largest integer not above a (positive) number."""
 
     type = sa.Integer()
     inherit_cache = True
 
 
 @compiles(_floor)
-def _floor_default(element: _floor, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"FLOOR({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(_floor, "sqlite")
-def _floor_sqlite(element: _floor, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
+def _floor_sql(element: _floor, compiler: SQLCompiler, **kw: Any) -> str:
+    return compiled_by(compiler).floor_sql(compiler.process(element.clauses, **kw))
