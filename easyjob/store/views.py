@@ -5,8 +5,7 @@ only reads."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -16,6 +15,7 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from easyjob.core.records import TaskRow
 from easyjob.core.states import TERMINAL, RunStatus
+from easyjob.core.store_values import Activity, Bucket, LastOutcome
 from easyjob.store.database import Database
 from easyjob.store.engine import compiled_by, db_now
 from easyjob.store.history import name_matches
@@ -25,43 +25,6 @@ __all__ = ["Activity", "Bucket", "LastOutcome", "ViewStore"]
 
 d = task_detail_table
 t = task_table
-
-
-@dataclass(frozen=True)
-class LastOutcome:
-    """A task's most recently ended run."""
-
-    status: RunStatus
-    end_time: datetime | None
-
-
-@dataclass
-class Bucket:
-    """Runs that ended in ``[start, start + width)``: how many by status, and the lateness
-    of their start (start time minus due time, seconds): sum over the started ones, max."""
-
-    start: datetime
-    by_status: dict[str, int] = field(default_factory=dict)
-    started: int = 0
-    lateness_sum_s: float = 0.0
-    lateness_max_s: float = 0.0
-
-    @property
-    def runs(self) -> int:
-        return sum(self.by_status.values())
-
-    @property
-    def lateness_avg_s(self) -> float:
-        return self.lateness_sum_s / self.started if self.started else 0.0
-
-
-@dataclass(frozen=True)
-class Activity:
-    """Runs over time: *buckets* of *width* each, the last one ending at *db_time*."""
-
-    db_time: datetime
-    width: timedelta
-    buckets: list[Bucket]
 
 
 class ViewStore:
