@@ -16,12 +16,15 @@ def statuses(store: Store, task: str) -> list[RunStatus]:
 def test_fire_once_keeps_the_latest_late_run_and_skip_keeps_none(store: Store) -> None:
     once = make_pending(store, "once", fires=5)
     skip = make_pending(store, "skip", fires=5)
-    pending = {c.id: c for c in store.runs.pending(store.db.now() + timedelta(days=1), 100)}
-    late_before = pending[once[3]].due_time + timedelta(milliseconds=1)  # fires 0-3 are late
+    pending = {c.id: c for c in store.runs.pending(store.now() + timedelta(days=1), 100)}
+    # fires 0-3 of each task are late; each task's own cutoff, as the two tasks' first fires
+    # are a second apart when a second boundary passes between their registrations
+    late_before = pending[once[3]].due_time + timedelta(milliseconds=1)
+    skip_before = pending[skip[3]].due_time + timedelta(milliseconds=1)
     marked = store.runs.miss_late(
         {
             pending[once[0]].task_id: (Misfire.FIRE_ONCE, late_before),
-            pending[skip[0]].task_id: (Misfire.SKIP, late_before),
+            pending[skip[0]].task_id: (Misfire.SKIP, skip_before),
             pending[skip[0]].task_id + 100: (Misfire.CATCH_UP, late_before),
         }
     )
@@ -35,7 +38,7 @@ def test_fire_once_keeps_the_latest_late_run_and_skip_keeps_none(store: Store) -
 
 def test_a_claimed_run_is_left_alone(store: Store) -> None:
     ids = make_pending(store, "t", fires=3)
-    pending = store.runs.pending(store.db.now() + timedelta(days=1), 10)
+    pending = store.runs.pending(store.now() + timedelta(days=1), 10)
     store.runs.claim("n1", [c for c in pending if c.id == ids[0]])
     late_before = pending[-1].due_time + timedelta(seconds=1)
     assert store.runs.miss_late({pending[0].task_id: (Misfire.SKIP, late_before)}) == 2

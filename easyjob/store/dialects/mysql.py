@@ -37,7 +37,8 @@ class MySQLDialect(Dialect):
       is ended by the server (``idle_transaction_timeout``).
     - A read-only engine's sessions are ``TRANSACTION READ ONLY``.
     - No ``UPDATE ... RETURNING``: batch winners are locked and read back (:meth:`winners`).
-    - Insert-or-ignore is ``ON DUPLICATE KEY UPDATE`` of nothing, not ``INSERT IGNORE``,
+    - Insert-or-ignore is ``ON DUPLICATE KEY UPDATE`` of nothing (the primary key to
+      itself), not ``INSERT IGNORE``,
       which would also turn other errors (a value too long, a bad date) into warnings and
       store mangled rows.
     - ``skip_locked`` is not offered. MariaDB 10.6+ has ``SKIP LOCKED``, but its locking
@@ -95,7 +96,8 @@ class MySQLDialect(Dialect):
         return f"(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {value}) / 1000000.0)"
 
     def insert_ignore(self, table: sa.Table, conflict: list[str] | None = None) -> sa.Insert:
-        return mysql.insert(table).on_duplicate_key_update(id=table.c.id)
+        key = next(iter(table.primary_key.columns))  # set to itself: nothing changes
+        return mysql.insert(table).on_duplicate_key_update({key.name: key})
 
     def winners(
         self, conn: sa.Connection, stmt: sa.Update, table: sa.Table, expected: Mapping[int, int]
