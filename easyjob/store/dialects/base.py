@@ -84,6 +84,10 @@ class Dialect:
         version = ".".join(str(part) for part in engine.dialect.server_version_info or ())
         return f"{self.name} {version}".strip()
 
+    def offline(self) -> sa.engine.Dialect:
+        """SQLAlchemy's dialect, to compile statements without a connection (``easyjob sql``)."""
+        raise NotImplementedError
+
     # -- errors -------------------------------------------------------------------------------
 
     def is_transient(self, orig: BaseException) -> bool:

@@ -82,6 +82,9 @@ class MySQLDialect(Dialect):
         version = ".".join(str(part) for part in engine.dialect.server_version_info or ())
         return f"{name} {version}".strip()
 
+    def offline(self) -> sa.engine.Dialect:
+        return mysql.dialect()
+
     def is_transient(self, orig: BaseException) -> bool:
         return self.error_kind(orig) is not None
 

@@ -54,6 +54,9 @@ class PostgreSQLDialect(Dialect):
         }
         return connect_args, {"pool_size": options.pool_size, "max_overflow": options.pool_size}
 
+    def offline(self) -> sa.engine.Dialect:
+        return postgresql.dialect()  # type: ignore[no-untyped-call]
+
     def is_transient(self, orig: BaseException) -> bool:
         state: str = getattr(orig, "sqlstate", None) or ""
         if not state:  # no server reply at all: the connection broke

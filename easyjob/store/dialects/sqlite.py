@@ -98,6 +98,9 @@ class SQLiteDialect(Dialect):
     def write_gate(self, url: URL, timeout_s: float) -> WriteGate | None:
         return WriteGate.for_url(url, timeout_s)
 
+    def offline(self) -> sa.engine.Dialect:
+        return sqlite.dialect()
+
     def is_transient(self, orig: BaseException) -> bool:
         return self.error_kind(orig) is not None
 
