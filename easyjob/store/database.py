@@ -13,11 +13,12 @@ from sqlalchemy import exc as sa_exc
 from easyjob.errors import (
     ConfigError,
     DatabaseUnavailableError,
+    DatabaseURLError,
     SchemaMissingError,
     SchemaVersionError,
 )
-from easyjob.store.dialects import Dialect
-from easyjob.store.engine import READONLY, create_engine, db_now, dialect_of, safe_url
+from easyjob.store.dialects import Dialect, dialect_for
+from easyjob.store.engine import READONLY, create_engine, db_now, safe_url
 from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions, per_id, per_key, status_is
 from easyjob.store.retry import RetryPolicy, error_kind, first_line
 from easyjob.store.schema import SCHEMA_VERSION, meta_table, metadata
@@ -77,7 +78,7 @@ class Database:
     ) -> None:
         self.engine = engine
         #: The dialect object: everything that differs on this database.
-        self.backend: Dialect = dialect_of(engine.url)
+        self.backend: Dialect = _dialect(engine)
         #: SQLite files only: writers take turns through it (see :mod:`easyjob.store.gate`).
         self.gate = self.backend.write_gate(engine.url, gate_timeout_s)
         self.retry = retry or RetryPolicy()
@@ -240,3 +241,12 @@ class Database:
     def drop_schema(self) -> None:
         """Drop every easyjob table (tests and `easyjob` uninstall only)."""
         self.write("drop_schema", lambda conn: metadata.drop_all(conn, checkfirst=True))
+
+
+def _dialect(engine: sa.Engine) -> Dialect:
+    dialect = dialect_for(engine.dialect.name)
+    if dialect is None:
+        raise DatabaseURLError(
+            f"unsupported database {engine.dialect.name!r} in {safe_url(engine.url)!r}"
+        )
+    return dialect
