@@ -30,10 +30,12 @@ Transactions and retries
     whole on transient database errors (restart, failover, lost connection, deadlock, lock
     wait, read-only server) with backoff up to a deadline; any other error is raised at once.
     An attempt can fail after its COMMIT was applied (the reply was lost with the
-    connection). A transition whose retry would then find its rows already moved first
-    looks for its own earlier write: if the rows are at the version and status it would
-    have written, by this node, it reports that earlier attempt's result (the run was
-    written, not fenced). ``claim_next`` cannot tell: runs it won in a lost reply stay
+    connection). A claim or transition whose retry would then find its rows already moved
+    first looks for its own earlier write: rows one version past the version read, in the
+    status it writes, held by the node it names (by nobody, for a release), were moved by
+    that earlier attempt, and it reports them as written (won, started, finished), not as
+    fenced. Within one node one thread makes each transition, so no other call of the node
+    can have left a row so. ``claim_next`` cannot tell: runs it won in a lost reply stay
     claimed by the node, and its recovery sweep takes them back as orphans.
 
 Errors
