@@ -88,6 +88,11 @@ class Dialect:
         """SQLAlchemy's dialect, to compile statements without a connection (``easyjob sql``)."""
         raise NotImplementedError
 
+    def column_types(self) -> Mapping[str, sa.types.TypeEngine[Any]]:
+        """Column types that replace the schema's generic ones here, by role: ``id``
+        (``BIGINT``), ``datetime`` (``DATETIME``/``TIMESTAMP``), ``long_text`` (``TEXT``)."""
+        return {}
+
     # -- errors -------------------------------------------------------------------------------
 
     def is_transient(self, orig: BaseException) -> bool:

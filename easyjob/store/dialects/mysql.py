@@ -77,6 +77,11 @@ class MySQLDialect(Dialect):
         }
         return connect_args, kwargs
 
+    def column_types(self) -> Mapping[str, sa.types.TypeEngine[Any]]:
+        # microseconds (DATETIME keeps whole seconds); a traceback or result may pass TEXT's
+        # 64 KiB
+        return {"datetime": mysql.DATETIME(fsp=6), "long_text": mysql.MEDIUMTEXT()}
+
     def server(self, engine: sa.Engine) -> str:
         name = "mariadb" if getattr(engine.dialect, "is_mariadb", False) else "mysql"
         version = ".".join(str(part) for part in engine.dialect.server_version_info or ())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from datetime import UTC
 from typing import Any
 
@@ -94,6 +95,10 @@ class SQLiteDialect(Dialect):
             # transactions that only read (engine.READONLY) begin deferred
             readonly = read_only or conn.get_execution_options().get("easyjob_readonly", False)
             conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+    def column_types(self) -> Mapping[str, sa.types.TypeEngine[Any]]:
+        # only an INTEGER PRIMARY KEY autoincrements on SQLite
+        return {"id": sa.Integer()}
 
     def write_gate(self, url: URL, timeout_s: float) -> WriteGate | None:
         return WriteGate.for_url(url, timeout_s)
