@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from easyjob.core.records import TaskRow
-from easyjob.store import Store
+from easyjob.store.contract import Store
 
 __all__ = ["add_schedule", "remove_schedule", "set_schedule", "trigger"]
 
@@ -25,7 +25,7 @@ def trigger(
 ) -> int:
     """Run task *name* once, at *at* (an aware datetime; default now, database time), with
     the trigger arguments *kwargs* (only those the task accepts). Returns the run's id.
-    See :meth:`easyjob.store.tasks.TaskStore.trigger`."""
+    See :meth:`easyjob.store.contract.TaskStore.trigger`."""
     return store.tasks.trigger(name, at=at, kwargs=kwargs)
 
 
@@ -44,7 +44,7 @@ def add_schedule(
 ) -> TaskRow:
     """Add task *name* calling *func* (``module:qualname``, a ``@runnable`` function of the
     nodes' code) on *cron* or *every*; with neither it runs only when triggered.
-    See :meth:`easyjob.store.schedules.ScheduleStore.add`."""
+    See :meth:`easyjob.store.contract.ScheduleStore.add`."""
     return store.schedules.add(
         name,
         func,
@@ -67,11 +67,11 @@ def set_schedule(
     tz: str | None = None,
 ) -> TaskRow:
     """Give task *name* a new cron or interval from now on.
-    See :meth:`easyjob.store.schedules.ScheduleStore.set`."""
+    See :meth:`easyjob.store.contract.ScheduleStore.set`."""
     return store.schedules.set(name, cron=cron, every=every, tz=tz)
 
 
 def remove_schedule(store: Store, name: str) -> TaskRow:
     """Remove task *name*, added at run time. See
-    :meth:`easyjob.store.schedules.ScheduleStore.remove`."""
+    :meth:`easyjob.store.contract.ScheduleStore.remove`."""
     return store.schedules.remove(name)

@@ -9,13 +9,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-
 from easyjob.core.cron import CronSchedule
-from easyjob.core.states import RunStatus
-from easyjob.store import Store
-from easyjob.store.schema import task_detail_table as d
-from easyjob.store.schema import task_table as t
+from easyjob.store.contract import Store
 
 __all__ = ["TrialFigures", "measure", "percentile"]
 
@@ -83,20 +78,7 @@ def measure(
     fires = CronSchedule.parse(cron).fires_between(start, end, limit=10_000_000)
     expected = len(fires) * tasks
 
-    def read(conn: sa.Connection) -> list[tuple[Any, ...]]:
-        query = (
-            sa.select(d.c.task_id, d.c.fire_time, d.c.start_time)
-            .join_from(d, t, t.c.id == d.c.task_id)
-            .where(
-                d.c.status == str(RunStatus.SUCCESS),
-                d.c.fire_time >= start,
-                d.c.fire_time <= end,
-                t.c.name.like("bench-%"),
-            )
-        )
-        return [tuple(row) for row in conn.execute(query)]
-
-    rows = store.db.read("bench_runs", read)
+    rows = store.bench.succeeded(start, end)
     per_fire = Counter((task_id, fire) for task_id, fire, _ in rows)
     lateness = [(started - fire).total_seconds() * 1000 for _, fire, started in rows]
     window_s = max((end - start).total_seconds() + 1.0, 1.0)

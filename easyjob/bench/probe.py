@@ -1,8 +1,8 @@
 """The database's own rate for easyjob's claim pattern, measured beside a trial.
 
 Each probe process loops: read a batch of PENDING rows' ids and versions, then one batched
-version-checked UPDATE of the claim's shape (``id IN (...) AND status = 'PENDING' AND
-version = CASE id ...``, bumping ``version``); rows stay PENDING so the pool never runs dry.
+version-checked UPDATE of the claim's shape, bumping ``version``; rows stay PENDING so the
+pool never runs dry (:meth:`easyjob.store.contract.BenchStore.probe_claim`).
 The rate (rows updated per second, all processes) is what the database can do for this
 pattern here: easyjob's throughput is reported as a fraction of it.
 """
@@ -12,16 +12,10 @@ from __future__ import annotations
 import multiprocessing
 import random
 import time
-from datetime import UTC, datetime
-
-import sqlalchemy as sa
 
 from easyjob.core.records import TaskSpec
-from easyjob.core.states import RunStatus, TaskStatus, Trigger
+from easyjob.core.states import TaskStatus
 from easyjob.store import Store
-from easyjob.store.database import at_versions
-from easyjob.store.engine import db_now
-from easyjob.store.schema import task_detail_table as d
 
 __all__ = ["probe_claim_rate"]
 
@@ -46,25 +40,7 @@ def _seed(url: str) -> int:
         )
         store.tasks.set_status("probe-claims", TaskStatus.PAUSED)  # nodes leave it alone
 
-        def write(conn: sa.Connection) -> int:
-            conn.execute(d.delete().where(d.c.task_id == task.id))
-            epoch = datetime(2000, 1, 1, tzinfo=UTC)
-            rows = [
-                {
-                    "task_id": task.id,
-                    "fire_time": epoch,
-                    "due_time": epoch,
-                    "status": str(RunStatus.PENDING),
-                    "triggered_by": str(Trigger.MANUAL),
-                    "attempt": i + 1,
-                    "create_time": epoch,
-                }
-                for i in range(POOL)
-            ]
-            conn.execute(d.insert(), rows)
-            return int(conn.scalar(sa.select(sa.func.min(d.c.id)).where(d.c.task_id == task.id)))
-
-        return store.db.write("probe_seed", write)
+        return store.bench.seed_probe(task.id, POOL)
     finally:
         store.close()
 
@@ -79,27 +55,7 @@ def _claim_loop(url: str, first_id: int, seconds: float, seed: int) -> int:
         while time.monotonic() < deadline:
             low = first_id + rng.randrange(0, POOL - BATCH)
 
-            def claim(conn: sa.Connection, low: int = low) -> int:
-                rows = conn.execute(
-                    sa.select(d.c.id, d.c.version).where(
-                        d.c.id.between(low, low + BATCH - 1),
-                        d.c.status == str(RunStatus.PENDING),
-                    )
-                ).all()
-                if not rows:
-                    return 0
-                expected = {row.id: row.version for row in rows}
-                stmt = (
-                    d.update()
-                    .where(
-                        at_versions(d, expected),
-                        d.c.status == str(RunStatus.PENDING),
-                    )
-                    .values(version=d.c.version + 1, node_id=me, claim_time=db_now())
-                )
-                return int(conn.execute(stmt).rowcount)
-
-            done += store.db.write("probe_claim", claim)
+            done += store.bench.probe_claim(low, BATCH, me)
     finally:
         store.close()
     return done

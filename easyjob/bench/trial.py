@@ -16,17 +16,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
 from easyjob.bench.metrics import TrialFigures, measure
 from easyjob.bench.scrape import Scraper
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import TaskSpec
-from easyjob.core.states import RunStatus
-from easyjob.errors import ConfigError
-from easyjob.store import Store
-from easyjob.store.engine import db_now
-from easyjob.store.schema import node_table, task_detail_table, task_table
+from easyjob.store import Store, contract
 
 __all__ = ["TrialConfig", "run_trial"]
 
@@ -92,8 +86,8 @@ def run_trial(
     store = Store.open(config.db, create=True)
     try:
         if config.claim_mode == "skip_locked":
-            store.db.require_skip_locked()  # before any node starts, and fails on it
-        _reset(store)
+            store.require_skip_locked()  # before any node starts, and fails on it
+        store.bench.reset()
         if config.idle_tasks:
             progress(f"registering {config.idle_tasks:,} idle tasks")
             store.tasks.upsert(_idle_tasks(config.idle_tasks))
@@ -102,7 +96,7 @@ def run_trial(
         try:
             _wait_live(store, config, nodes)
             _wait_caught_up(store, progress)
-            begin = store.db.now()
+            begin = store.now()
             start = (begin + timedelta(seconds=config.warmup)).replace(microsecond=0)
             end = start + timedelta(seconds=max(1.0, config.duration) - 1)
             if on_window is not None:
@@ -110,7 +104,7 @@ def run_trial(
             scraper.start()
             try:
                 _follow(store, start, end, progress)
-                stale = store.db.read("bench_stale", _stale)
+                stale = store.bench.stale()
             finally:
                 scraper.stop()
             if urls:
@@ -135,25 +129,6 @@ def run_trial(
         )
     finally:
         store.close()
-
-
-def _reset(store: Store) -> None:
-    def write(conn: sa.Connection) -> None:
-        others = conn.scalar(
-            sa.select(sa.func.count())
-            .select_from(task_table)
-            .where(~task_table.c.name.like("bench-%"), ~task_table.c.name.like("probe-%"))
-        )
-        if others:
-            raise ConfigError(
-                f"the database holds {others} task(s) that are not benchmark tasks: "
-                "run `easyjob bench` against a database of its own"
-            )
-        conn.execute(task_detail_table.delete())
-        conn.execute(task_table.delete())
-        conn.execute(node_table.delete())
-
-    store.db.write("bench_reset", write)
 
 
 def _idle_tasks(count: int) -> list[TaskSpec]:
@@ -225,7 +200,9 @@ def _flag(flag: str, value: object) -> list[str]:
     return [] if value is None else [flag, str(value)]
 
 
-def _wait_live(store: Store, config: TrialConfig, procs: list[subprocess.Popen[bytes]]) -> None:
+def _wait_live(
+    store: contract.Store, config: TrialConfig, procs: list[subprocess.Popen[bytes]]
+) -> None:
     # registering takes about 0.1 ms per task per node (measured: 100,000 tasks in 6-9 s)
     budget = 60 + config.nodes * config.tasks / 5000
     deadline = time.monotonic() + budget
@@ -239,73 +216,30 @@ def _wait_live(store: Store, config: TrialConfig, procs: list[subprocess.Popen[b
     raise RuntimeError(f"benchmark nodes did not come up within {budget:.0f} s")
 
 
-def _wait_caught_up(store: Store, progress: Callable[[str], None], budget_s: float = 300) -> None:
-    """Wait until no fire is overdue by more than 2 s (with many tasks, nodes that register
+def _wait_caught_up(
+    store: contract.Store, progress: Callable[[str], None], budget_s: float = 300
+) -> None:
+    """Wait until no fire is overdue by more than 2 s: with many tasks, nodes that register
     one after the other leave a backlog of fires due meanwhile, and the window measures the
-    steady state, not that start-up), or until that backlog stopped shrinking for 10 s: a
-    cluster offered more than it can run keeps one (its misfire policy holds it steady)."""
+    steady state, not that start-up."""
     deadline = time.monotonic() + budget_s
-    lowest, since = None, time.monotonic()
 
-    def overdue(conn: sa.Connection) -> int:
-        cutoff = conn.scalar(sa.select(db_now())) - timedelta(seconds=2)
-        query = sa.select(sa.func.count()).where(
-            task_detail_table.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)]),
-            task_detail_table.c.due_time < cutoff,
-        )
-        return int(conn.scalar(query) or 0)
-
-    while (left := store.db.read("bench_backlog", overdue)) and time.monotonic() < deadline:
-        if lowest is None or left < lowest * 0.9:
-            lowest, since = left, time.monotonic()
-        elif time.monotonic() - since > 10:
-            progress(f"steady backlog of {left} fires overdue (offered more than it runs)")
-            return
+    while (left := store.bench.overdue(timedelta(seconds=2))) and time.monotonic() < deadline:
         progress(f"waiting for the start-up backlog to clear: {left} fires overdue")
         time.sleep(1.0)
     if left:
         progress(f"start-up backlog not cleared within {budget_s:.0f} s: {left} fires overdue")
 
 
-def _stale(conn: sa.Connection) -> int:
-    """Runs PENDING or CLAIMED for longer than their task's misfire grace, now."""
-    d, t = task_detail_table, task_table
-    now = conn.scalar(sa.select(db_now()))
-    graces = conn.scalars(sa.select(t.c.misfire_grace_ms).distinct()).all()
-    held = d.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)])
-    return sum(
-        int(
-            conn.scalar(
-                sa.select(sa.func.count())
-                .select_from(d.join(t, t.c.id == d.c.task_id))
-                .where(
-                    held,
-                    t.c.misfire_grace_ms == grace,
-                    d.c.due_time < now - timedelta(milliseconds=grace),
-                )
-            )
-            or 0
-        )
-        for grace in graces
-    )
-
-
-def _follow(store: Store, start: Any, end: Any, progress: Callable[[str], None]) -> None:
+def _follow(store: contract.Store, start: Any, end: Any, progress: Callable[[str], None]) -> None:
     """Print progress each second until the window's last fires had time to run."""
     settle = timedelta(seconds=3)
     while True:
-        now = store.db.now()
+        now = store.now()
         if now > end + settle:
             return
 
-        def count(conn: sa.Connection) -> int:
-            query = sa.select(sa.func.count()).where(
-                task_detail_table.c.status == str(RunStatus.SUCCESS),
-                task_detail_table.c.fire_time >= start,
-            )
-            return int(conn.scalar(query) or 0)
-
-        done = store.db.read("bench_progress", count)
+        done = store.bench.succeeded_since(start)
         left = max(0.0, (end + settle - now).total_seconds())
         progress(f"{done} runs in the window so far, {math.ceil(left)} s to go")
         time.sleep(1.0)

@@ -20,8 +20,8 @@ from easyjob.cli import control, views
 from easyjob.cli.output import Column, dumps, duration, iso, table
 from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
 from easyjob.errors import ConfigError
-from easyjob.store import Store
-from easyjob.store.history import is_pattern
+from easyjob.store import Store, render_ddl
+from easyjob.store.contract import is_pattern
 
 __all__ = ["COMMANDS"]
 
@@ -80,16 +80,14 @@ def run(args: argparse.Namespace) -> int:
 def init_db(args: argparse.Namespace) -> int:
     store = Store.open(args.db, create=True)
     try:
-        _out(f"easyjob tables ready in {store.db.url}")
+        _out(f"easyjob tables ready in {store.url}")
     finally:
         store.close()
     return EXIT_OK
 
 
 def sql(args: argparse.Namespace) -> int:
-    from easyjob.store.ddl import render
-
-    sys.stdout.write(render(args.dialect))
+    sys.stdout.write(render_ddl(args.dialect))
     return EXIT_OK
 
 
@@ -224,7 +222,7 @@ def history(args: argparse.Namespace) -> int:
             store.tasks.get(args.task)  # an unknown name is an error, not an empty history
         since = args.since
         if isinstance(since, timedelta):
-            since = store.db.now() - since
+            since = store.now() - since
         runs = store.history.runs(
             task=args.task, status=status, node=args.node, since=since, limit=args.limit
         )
@@ -346,7 +344,7 @@ def dashboard(args: argparse.Namespace) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
         server.start()
-        sys.stderr.write(f"easyjob dashboard of {store.db.url} on {server.url}\n")
+        sys.stderr.write(f"easyjob dashboard of {store.url} on {server.url}\n")
         sys.stderr.flush()
         try:
             stop.wait()
@@ -359,7 +357,7 @@ def _server(url: str) -> str:
     """The database product and version behind *url* (``mariadb 10.11.6``), for reports."""
     store = Store.open(url)
     try:
-        return store.db.server
+        return store.server
     finally:
         store.close()
 

@@ -17,7 +17,7 @@ from typing import Any
 from easyjob.cli.output import Column, compact_json, first_line, offset_ms, seconds
 from easyjob.core.records import HistoryRow, NodeRow, TaskRow
 from easyjob.core.states import TaskStatus
-from easyjob.store.history import Backlog
+from easyjob.store.contract import Backlog
 
 __all__ = [
     "FAILING_COLUMNS",

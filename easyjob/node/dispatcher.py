@@ -42,8 +42,7 @@ from easyjob.node.timetable import Room, Timetable
 from easyjob.node.writer import RunWriter
 from easyjob.observe.metrics import NO_METRICS, Metrics
 from easyjob.registry import Registered
-from easyjob.store import Store
-from easyjob.store.runs import BLOCKED
+from easyjob.store.contract import BLOCKED, Store
 
 __all__ = ["Dispatcher"]
 

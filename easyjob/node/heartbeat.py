@@ -14,7 +14,7 @@ from easyjob.core.records import NodeRow
 from easyjob.errors import NodeIdInUseError
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
-from easyjob.store import Store
+from easyjob.store.contract import Store
 
 __all__ = ["Heartbeater", "Membership"]
 
@@ -110,6 +110,6 @@ class Heartbeater(Loop):
                     "node id %s has a fresh heartbeat; waiting to see it go stale", config.node_id
                 )
                 self._stop.wait(config.heartbeat)
-        db_time = self._store.db.now()
+        db_time = self._store.now()
         self._liveness.beat(db_time, sent, self._clock.now())
         self._membership.set(self._store.nodes.live(config.dead_threshold)[1])

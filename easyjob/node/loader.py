@@ -18,7 +18,7 @@ from easyjob.node.loop import Loop
 from easyjob.node.planner import runnable_here
 from easyjob.observe.metrics import NO_METRICS, Metrics
 from easyjob.registry import Registered
-from easyjob.store import Store
+from easyjob.store.contract import Store
 
 __all__ = ["Loader"]
 

@@ -31,7 +31,7 @@ from easyjob.node.recovery import Recoverer, report
 from easyjob.observe.endpoint import NodeEndpoint, Probe
 from easyjob.observe.metrics import NO_METRICS, Gauges, Metrics, NodeMetrics
 from easyjob.registry import Registry, default_registry
-from easyjob.store import Store
+from easyjob.store.contract import Store
 
 __all__ = ["Node"]
 
@@ -148,14 +148,14 @@ class Node:
             self.config.strategy,
             self.config.claim_mode,
             self.config.workers,
-            self.store.db.url,
+            self.store.url,
         )
 
     def prepare(self) -> list[TaskSpec]:
         """Register this node and its tasks and build its parts, without starting their
         threads (:meth:`start` does; tests step the parts themselves). Returns the specs."""
         if self.config.claim_mode == "skip_locked":
-            self.store.db.require_skip_locked()
+            self.store.require_skip_locked()
         self.registry.read_by(self.config.node_id)
         self._prepared = True
         try:
@@ -226,7 +226,7 @@ class Node:
             self.metrics,
             hooks=self.hooks,
         )
-        self.metrics.watch(self._gauges(), self.store.db.counters.snapshot)
+        self.metrics.watch(self._gauges(), self.store.counters)
         self.pruner = Pruner(self.store, self.config, self.membership, self.log)
         self.heartbeat.register()
         rows = self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
@@ -274,7 +274,7 @@ class Node:
             "claims_lost": self.loader.lost,
             "missed_pending": self.loader.missed,
             **self.dispatcher.counts(),
-            **self.store.db.counters.snapshot(),
+            **self.store.counters(),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
             "uptime_s": round(self.clock.monotonic() - self._started_at, 3),
         }

@@ -35,7 +35,7 @@ from easyjob.node.loop import Loop
 from easyjob.node.unplannable import Unplannable
 from easyjob.observe.metrics import NO_METRICS, Metrics, count_misfires
 from easyjob.registry import Registered
-from easyjob.store import Store
+from easyjob.store.contract import Store
 
 __all__ = ["Planner", "runnable_here"]
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 from easyjob.core.config import NodeConfig
 from easyjob.node.heartbeat import Membership
 from easyjob.node.loop import Loop
-from easyjob.store import Store
+from easyjob.store.contract import Store
 
 __all__ = ["PRUNE_BATCH", "PRUNE_EVERY_HEARTBEATS", "Pruner"]
 

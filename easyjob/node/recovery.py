@@ -13,7 +13,7 @@ from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
 from easyjob.observe.metrics import NO_METRICS, Metrics
-from easyjob.store import Store
+from easyjob.store.contract import Store
 
 __all__ = ["Recoverer"]
 

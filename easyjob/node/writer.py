@@ -22,8 +22,7 @@ from easyjob.core.outcome import Outcome
 from easyjob.core.records import Run
 from easyjob.core.states import RunStatus
 from easyjob.logs import ContextLogger, run_context
-from easyjob.store import Store
-from easyjob.store.runs import Starts
+from easyjob.store.contract import Starts, Store
 
 __all__ = ["RunWriter"]
 

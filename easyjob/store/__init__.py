@@ -1,19 +1,25 @@
 """The store layer: every SQL statement easyjob runs lives in this package.
 
-:class:`Store` wires the parts together: ``store.tasks`` (registration, due polling, schedule
-advances), ``store.runs`` (claims and every later, version-checked transition),
-``store.nodes`` (heartbeats, liveness in database time), ``store.history``,
-``store.views`` (the dashboard's reads) and ``store.summary`` (``easyjob status``).
+:class:`Store` implements the contract of :mod:`easyjob.store.contract` on a SQL database
+(one dialect object per database, :mod:`easyjob.store.dialects`) and wires the parts
+together: ``store.tasks`` (registration, due polling, schedule advances), ``store.runs``
+(claims and every later, version-checked transition), ``store.nodes`` (heartbeats, liveness
+in database time), ``store.history``, ``store.views`` (the dashboard's reads),
+``store.summary`` (``easyjob status``) and ``store.bench`` (``easyjob bench``).
+
+Outside this package, code imports only this module and :mod:`easyjob.store.contract`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from easyjob.errors import SchemaMissingError
+from easyjob.store import contract
+from easyjob.store.bench import BenchStore
 from easyjob.store.database import Database
-from easyjob.store.engine import normalize_url, safe_url
+from easyjob.store.engine import dialect_of, normalize_url, safe_url
 from easyjob.store.history import HistoryStore
 from easyjob.store.nodes import Heartbeat, NodeStore
 from easyjob.store.retry import RetryPolicy, is_transient
@@ -23,7 +29,7 @@ from easyjob.store.summary import SummaryStore
 from easyjob.store.tasks import TaskStore
 from easyjob.store.views import ViewStore
 
-__all__ = ["Database", "Heartbeat", "RetryPolicy", "Store", "is_transient"]
+__all__ = ["Database", "Heartbeat", "RetryPolicy", "Store", "is_transient", "render_ddl"]
 
 
 class Store:
@@ -38,15 +44,17 @@ class Store:
         self.history = HistoryStore(db)
         self.views = ViewStore(db)
         self.summary = SummaryStore(db)
+        self.bench = BenchStore(db)
 
     @classmethod
     def open(cls, url: str, *, create: bool = False, **options: Any) -> Store:
         """Connect to *url* and check the schema (creating it first when *create*).
 
-        Without *create*, a SQLite file that does not exist is reported as a missing schema
-        without connecting (which would leave an empty file behind)."""
+        Without *create*, a database known not to exist (a SQLite file that is not there) is
+        reported as a missing schema without connecting (which would leave an empty file
+        behind)."""
         if not create:
-            _refuse_missing_sqlite_file(url)
+            _refuse_missing_database(url)
         db = Database.open(url, **options)
         try:
             if create:
@@ -58,15 +66,53 @@ class Store:
             raise
         return cls(db)
 
+    @property
+    def url(self) -> str:
+        """The database URL with its password masked, for messages and logs."""
+        return self.db.url
+
+    @property
+    def server(self) -> str:
+        """The database product and version (``mariadb 10.11.6``), for messages."""
+        return self.db.server
+
+    @property
+    def skip_locked(self) -> bool:
+        """Whether the ``skip_locked`` claim mode is offered on this database."""
+        return self.db.skip_locked
+
+    def require_skip_locked(self) -> None:
+        """Raise ConfigError naming the database unless the skip_locked mode is offered."""
+        self.db.require_skip_locked()
+
+    def now(self) -> datetime:
+        """The database's current time (aware UTC)."""
+        now: datetime = self.db.now()
+        return now
+
+    def counters(self) -> dict[str, int]:
+        """Statements, commits and failed attempts by kind since the store opened."""
+        return self.db.counters.snapshot()
+
     def close(self) -> None:
+        """Release the store's connections."""
         self.db.dispose()
 
 
-def _refuse_missing_sqlite_file(url: str) -> None:
+def render_ddl(dialect: str) -> str:
+    """The schema's DDL for *dialect* (``sqlite``, ``postgresql`` or ``mysql``)."""
+    from easyjob.store.ddl import render
+
+    return render(dialect)
+
+
+def _refuse_missing_database(url: str) -> None:
     parsed = normalize_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.query.get("uri") in ("true", "1"):
-        return
-    if not Path(str(parsed.database)).exists():
+    if dialect_of(parsed).missing_database(parsed):
         raise SchemaMissingError(
             f"the easyjob tables are missing in {safe_url(parsed)!r}: run `easyjob init-db`"
         )
+
+
+if TYPE_CHECKING:  # mypy checks here that Store keeps the contract
+    _conforms: type[contract.Store] = Store

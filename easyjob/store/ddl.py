@@ -10,20 +10,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from easyjob.errors import ConfigError
+from easyjob.store import dialects
 from easyjob.store.schema import SCHEMA_VERSION, meta_table, metadata
 
 __all__ = ["DIALECTS", "render"]
 
-DIALECTS: dict[str, Dialect] = {
-    "sqlite": sqlite.dialect(),
-    "postgresql": postgresql.dialect(),  # type: ignore[no-untyped-call]
-    "mysql": mysql.dialect(),
-}
+DIALECTS: dict[str, Dialect] = {d.name: d.offline() for d in dialects.DIALECTS}
 
 
 def render(dialect: str) -> str:

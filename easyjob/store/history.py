@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple
 
 import sqlalchemy as sa
 
 from easyjob.core.records import HistoryRow
 from easyjob.core.states import TERMINAL, RunStatus, Trigger
+from easyjob.core.store_values import Backlog, is_pattern
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
 from easyjob.store.schema import task_detail_table, task_table
@@ -21,11 +21,6 @@ t = task_table
 
 
 _GLOB = {"*": "%", "?": "_", "%": "!%", "_": "!_", "!": "!!"}
-
-
-def is_pattern(name: str) -> bool:
-    """Whether a ``--task`` value is a pattern (holds ``*`` or ``?``) rather than a name."""
-    return "*" in name or "?" in name
 
 
 def name_matches(column: sa.ColumnElement[str], pattern: str) -> sa.ColumnElement[bool]:
@@ -171,13 +166,6 @@ class HistoryStore:
             return now, found
 
         return self._db.read("backlog", read)
-
-
-class Backlog(NamedTuple):
-    """A task's PENDING runs that are due: how many, and the oldest due time."""
-
-    runs: int
-    oldest_due: datetime
 
 
 _DETAIL = [

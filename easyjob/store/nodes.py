@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
 from easyjob.core.records import NodeRow
 from easyjob.core.states import HELD, NodeStatus, RunStatus
+from easyjob.core.store_values import Heartbeat
 from easyjob.errors import NodeIdInUseError
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
@@ -19,15 +19,6 @@ __all__ = ["Heartbeat", "NodeStore"]
 
 n = node_table
 d = task_detail_table
-
-
-@dataclass(frozen=True)
-class Heartbeat:
-    """What a heartbeat learned: whether the row was there, and the database time."""
-
-    accepted: bool
-    revived: bool  # the row was marked DEAD by a peer, and is RUNNING again
-    db_time: datetime
 
 
 class NodeStore:

@@ -1,9 +1,8 @@
 """Statements on ``easy_job_task_detail``: claiming runs and every later transition.
 
-Each transition is one UPDATE whose WHERE names the run's id, the version the node holds
-(its fencing token), the status it expects and, once claimed, the holding node. A write that
-matches no row was fenced: the run was taken over (or released) meanwhile; it changes nothing
-and the caller is told so by a ``False``/``None`` result. Versions only grow.
+Implements :class:`easyjob.store.contract.RunStore`; the fencing protocol (what a claim
+returns, what a version check fences, what a retried write that may have landed reports) is
+specified there.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from easyjob.core.states import (
     TaskStatus,
     Trigger,
 )
+from easyjob.core.store_values import BLOCKED, Blocked, Starts
 from easyjob.store.database import Database, at_versions, per_id, per_key, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.schema import node_table, task_detail_table, task_table
@@ -97,19 +97,6 @@ _HELD_COLUMNS = (
     d.c.shards,
     d.c.target_node,
 )
-
-
-class Blocked:
-    """The result of an exclusive start while another run of the same task is RUNNING."""
-
-    def __repr__(self) -> str:
-        return "BLOCKED"
-
-
-BLOCKED = Blocked()
-
-#: What :meth:`RunStore.start_many` returns: per run id, the started run, BLOCKED or None.
-Starts = dict[int, "Run | Blocked | None"]
 
 
 class RunStore:

@@ -15,10 +15,10 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
 
 from easyjob.clock import utc
+from easyjob.store import dialects
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -41,9 +41,9 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
-        if dialect.name in ("mysql", "mariadb"):
-            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
-        return dialect.type_descriptor(sa.DateTime())
+        ours = dialects.dialect_for(dialect.name)
+        special = ours.column_types().get("datetime") if ours is not None else None
+        return dialect.type_descriptor(special if special is not None else sa.DateTime())
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
@@ -58,11 +58,20 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
         return utc(value)
 
 
+def _per_dialect(role: str, generic: sa.types.TypeEngine[Any]) -> sa.types.TypeEngine[Any]:
+    """*generic* with the variant each dialect gives for *role* (``Dialect.column_types``)."""
+    for dialect in dialects.DIALECTS:
+        special = dialect.column_types().get(role)
+        if special is not None:
+            generic = generic.with_variant(special, *dialect.sqlalchemy_names)
+    return generic
+
+
 #: Surrogate keys: BIGINT everywhere, but SQLite only autoincrements ``INTEGER PRIMARY KEY``.
-Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+Id = _per_dialect("id", sa.BigInteger())
 Count = sa.BigInteger()
 #: Long text: a traceback or a result may pass MySQL's 64 KiB TEXT.
-LongText = sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+LongText = _per_dialect("long_text", sa.Text())
 NodeId = sa.String(128)
 
 metadata = sa.MetaData()

@@ -5,13 +5,13 @@ task, however many tasks and runs the tables hold; every one is served by an ind
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 
 from easyjob.core.states import HELD, RunStatus, TaskStatus
+from easyjob.core.store_values import FailingTask, LateTask, Summary
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
 from easyjob.store.schema import node_table, task_detail_table, task_table
@@ -24,46 +24,6 @@ n = node_table
 
 #: Bad endings counted as a task's failures in the window.
 FAILING = (RunStatus.FAILED, RunStatus.ABANDONED)
-
-
-@dataclass(frozen=True)
-class LateTask:
-    """An ACTIVE task whose oldest unstarted fire is more than the threshold overdue."""
-
-    name: str
-    next_start_time: datetime | None
-    oldest_pending: datetime | None
-    pending: int
-    lag_s: float
-    success_count: int
-    fail_count: int
-
-
-@dataclass(frozen=True)
-class FailingTask:
-    """A task with runs that ended FAILED or ABANDONED in the window."""
-
-    name: str
-    failures: int
-    last_end_time: datetime
-    fail_count: int
-
-
-@dataclass(frozen=True)
-class Summary:
-    """What ``status`` shows, read at ``db_time``. Counts: tasks by status; unfinished runs
-    by status (PENDING split into ``PENDING`` already due and ``PENDING_LATER``); runs ended
-    in the window by status; nodes by status; runs held and ended in the window by node."""
-
-    db_time: datetime
-    tasks: dict[str, int]
-    runs: dict[str, int]
-    ended: dict[str, int]
-    nodes: dict[str, int]
-    by_node: dict[str, dict[str, int]]
-    late_total: int
-    late: list[LateTask]
-    failing: list[FailingTask]
 
 
 class SummaryStore:

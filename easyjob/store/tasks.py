@@ -12,7 +12,6 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from easyjob.core.records import Advance, PlannedFire, TaskRow, TaskSpec
 from easyjob.core.schedule import build_schedule
@@ -95,11 +94,7 @@ class TaskStore:
         return {name: replace(row, seen_time=now) for name, row in rows.items()}
 
     def _insert_missing(self) -> sa.Insert:
-        if self._db.dialect == "postgresql":
-            return postgresql.insert(t).on_conflict_do_nothing(index_elements=["name"])
-        if self._db.dialect == "sqlite":
-            return sqlite.insert(t).on_conflict_do_nothing(index_elements=["name"])
-        return mysql.insert(t).on_duplicate_key_update(id=t.c.id)
+        return self._db.backend.insert_ignore(t, ["name"])
 
     @staticmethod
     def _new_row(spec: TaskSpec, now: datetime, first: _FirstFires) -> dict[str, Any]:
@@ -385,16 +380,9 @@ class TaskStore:
         return won
 
     def _insert_fires(self) -> sa.Insert:
-        """An INSERT of run rows that skips a row whose cron fire already has one.
-
-        PostgreSQL and SQLite: ``ON CONFLICT DO NOTHING``. MySQL/MariaDB: ``ON DUPLICATE KEY
-        UPDATE`` of nothing (the id to itself), not ``INSERT IGNORE``, which would also turn
-        other errors (a value too long, a bad date) into warnings and store mangled rows."""
-        if self._db.dialect == "postgresql":
-            return postgresql.insert(d).on_conflict_do_nothing()
-        if self._db.dialect == "sqlite":
-            return sqlite.insert(d).on_conflict_do_nothing()
-        return mysql.insert(d).on_duplicate_key_update(id=d.c.id)
+        """An INSERT of run rows that skips a row whose cron fire already has one (see
+        :meth:`Dialect.insert_ignore <easyjob.store.dialects.base.Dialect.insert_ignore>`)."""
+        return self._db.backend.insert_ignore(d)
 
     def trigger(
         self,

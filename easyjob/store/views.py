@@ -5,8 +5,7 @@ only reads."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -16,8 +15,9 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from easyjob.core.records import TaskRow
 from easyjob.core.states import TERMINAL, RunStatus
+from easyjob.core.store_values import Activity, Bucket, LastOutcome
 from easyjob.store.database import Database
-from easyjob.store.engine import db_now
+from easyjob.store.engine import compiled_by, db_now
 from easyjob.store.history import name_matches
 from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
 
@@ -25,43 +25,6 @@ __all__ = ["Activity", "Bucket", "LastOutcome", "ViewStore"]
 
 d = task_detail_table
 t = task_table
-
-
-@dataclass(frozen=True)
-class LastOutcome:
-    """A task's most recently ended run."""
-
-    status: RunStatus
-    end_time: datetime | None
-
-
-@dataclass
-class Bucket:
-    """Runs that ended in ``[start, start + width)``: how many by status, and the lateness
-    of their start (start time minus due time, seconds): sum over the started ones, max."""
-
-    start: datetime
-    by_status: dict[str, int] = field(default_factory=dict)
-    started: int = 0
-    lateness_sum_s: float = 0.0
-    lateness_max_s: float = 0.0
-
-    @property
-    def runs(self) -> int:
-        return sum(self.by_status.values())
-
-    @property
-    def lateness_avg_s(self) -> float:
-        return self.lateness_sum_s / self.started if self.started else 0.0
-
-
-@dataclass(frozen=True)
-class Activity:
-    """Runs over time: *buckets* of *width* each, the last one ending at *db_time*."""
-
-    db_time: datetime
-    width: timedelta
-    buckets: list[Bucket]
 
 
 class ViewStore:
@@ -168,36 +131,18 @@ class _epoch(FunctionElement[float]):
     inherit_cache = True
 
 
-@compiles(_epoch, "sqlite")
-def _epoch_sqlite(element: _epoch, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"((julianday({compiler.process(element.clauses, **kw)}) - 2440587.5) * 86400.0)"
-
-
-@compiles(_epoch, "postgresql")
-def _epoch_postgresql(element: _epoch, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"EXTRACT(EPOCH FROM {compiler.process(element.clauses, **kw)})"
-
-
-@compiles(_epoch, "mysql")
-@compiles(_epoch, "mariadb")
-def _epoch_mysql(element: _epoch, compiler: SQLCompiler, **kw: Any) -> str:
-    value = compiler.process(element.clauses, **kw)
-    return f"(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {value}) / 1000000.0)"
+@compiles(_epoch)
+def _epoch_sql(element: _epoch, compiler: SQLCompiler, **kw: Any) -> str:
+    return compiled_by(compiler).epoch_sql(compiler.process(element.clauses, **kw))
 
 
 class _floor(FunctionElement[int]):
-    """The largest integer not above a number (SQLite has no FLOOR without its math
-    extension; a CAST truncates there, which is the floor for the positive values here)."""
+    """The largest integer not above a (positive) number."""
 
     type = sa.Integer()
     inherit_cache = True
 
 
 @compiles(_floor)
-def _floor_default(element: _floor, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"FLOOR({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(_floor, "sqlite")
-def _floor_sqlite(element: _floor, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
+def _floor_sql(element: _floor, compiler: SQLCompiler, **kw: Any) -> str:
+    return compiled_by(compiler).floor_sql(compiler.process(element.clauses, **kw))

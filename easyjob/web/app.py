@@ -19,7 +19,7 @@ from easyjob.cli import views
 from easyjob.cli.output import seconds
 from easyjob.core.states import NodeStatus, RunStatus
 from easyjob.observe.http import Response
-from easyjob.store import Store
+from easyjob.store.contract import Store
 from easyjob.web.chart import chart
 
 __all__ = ["Dashboard"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from easyjob.store.views import Activity
+from easyjob.store.contract import Activity
 
 __all__ = ["Chart", "chart"]
 

@@ -72,7 +72,7 @@ def register(store: Store, node_id: str, *, offset_ms: int = 0) -> None:
 def start_manual_run(store: Store, task: str, node_id: str = "node-a") -> Run:
     """Trigger *task*, then claim and start that run on *node_id*: a RUNNING run."""
     run_id = store.tasks.trigger(task)
-    horizon = store.db.now() + timedelta(days=1)
+    horizon = store.now() + timedelta(days=1)
     candidates = [c for c in store.runs.pending(horizon, 1000) if c.id == run_id]
     (claimed,) = store.runs.claim(node_id, candidates)
     running = store.runs.start(claimed)

@@ -172,10 +172,10 @@ def test_skip_locked_off_postgresql(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     store, _ = existing
-    if store.db.skip_locked:
-        pytest.skip(f"offered on {store.db.server}")
+    if store.skip_locked:
+        pytest.skip(f"offered on {store.server}")
     err = _refused(existing, db_url, tmp_path, capsys, ["--claim-mode", "skip_locked"])
-    name = store.db.server.split()[0]
+    name = store.server.split()[0]
     assert f"claim mode skip_locked is offered on PostgreSQL only, not on {name} " in err
     assert "use claim mode 'optimistic'" in err
 

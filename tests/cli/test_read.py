@@ -44,7 +44,7 @@ def _cluster(store: Store) -> dict[str, int]:
     queued = store.tasks.trigger("queued")
     age_runs(store, [queued], "due_time", timedelta(seconds=30))
 
-    overdue = store.db.now() - timedelta(seconds=60)
+    overdue = store.now() - timedelta(seconds=60)
     stmt = t.update().where(t.c.name == "late").values(next_start_time=overdue)
     store.db.write("overdue", lambda conn: conn.execute(stmt))
     return {"failed": failed.id, "running": running.id, "queued": queued}
@@ -61,7 +61,7 @@ def test_status_json_summarises_and_agrees_with_the_store(
     doc = result.json()
     assert set(doc) == {"db_time", "window_s", "counts", "nodes", "late", "failing", "failures"}
     db_time = _when(doc["db_time"])
-    assert abs(db_time - store.db.now()) < timedelta(seconds=30)
+    assert abs(db_time - store.now()) < timedelta(seconds=30)
     assert doc["window_s"] == 3600.0
     assert doc["counts"] == {
         "tasks": {"ACTIVE": 3},
@@ -120,7 +120,7 @@ def test_status_is_bounded_by_top_and_window(cli: Cli, store: Store, db_url: str
     names = [f"t{i:02d}" for i in range(30)]
     store.tasks.upsert(yearly(*names, "resting"))
     for i, name in enumerate(names):  # t00 is the most late, t29 the least
-        overdue = store.db.now() - timedelta(minutes=60 - i)
+        overdue = store.now() - timedelta(minutes=60 - i)
         stmt = t.update().where(t.c.name == name).values(next_start_time=overdue)
         store.db.write("overdue", lambda conn, stmt=stmt: conn.execute(stmt))
     store.tasks.set_status("t00", TaskStatus.PAUSED)  # a paused task waits on purpose
@@ -380,9 +380,9 @@ def test_history_filters_by_pattern_node_and_since(cli: Cli, store: Store, db_ur
     assert ids("--node", "node-a") == sorted([old.id, other.id])
     assert ids("--since", "1h") == sorted([on_b.id, other.id])
     assert ids("--since", "1h", "--node", "node-a") == [other.id]
-    cutoff = (store.db.now() - timedelta(hours=2)).isoformat()
+    cutoff = (store.now() - timedelta(hours=2)).isoformat()
     assert ids("--since", cutoff) == sorted([on_b.id, other.id])
-    naive = (store.db.now() - timedelta(hours=4)).replace(tzinfo=None).isoformat()
+    naive = (store.now() - timedelta(hours=4)).replace(tzinfo=None).isoformat()
     assert ids("--since", naive, "--task", "jobs.?") == sorted([old.id, on_b.id])
     assert ids("--task", "nothing*") == []
     bad = cli("history", "--since", "yesterday", "--db", db_url)

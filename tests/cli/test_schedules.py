@@ -15,7 +15,7 @@ from tests.cli.conftest import Cli, register
 def test_trigger_at_a_time_with_accepted_arguments(cli: Cli, store: Store, db_url: str) -> None:
     register(store, "node-a")
     store.tasks.upsert([TaskSpec(name="greet", func="tests.jobs:noop", accepts=("user_id",))])
-    at = (store.db.now() + timedelta(hours=2)).replace(microsecond=0)
+    at = (store.now() + timedelta(hours=2)).replace(microsecond=0)
     result = cli(
         "trigger", "greet", "--at", at.isoformat(), "--kwargs", '{"user_id": 7}', "--db", db_url
     )

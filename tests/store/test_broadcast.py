@@ -42,7 +42,7 @@ def _fire(store: Store) -> list[HistoryRow]:
 
 
 def _claim_all(store: Store, node_id: str) -> list[Run]:
-    horizon = store.db.now() + DAY
+    horizon = store.now() + DAY
     return store.runs.claim(node_id, store.runs.pending(horizon, 100, node_id=node_id))
 
 
@@ -57,7 +57,7 @@ def test_a_fire_is_one_run_per_node_that_declares_the_task(store: Store) -> None
         ("a", 0, 2, RunStatus.PENDING),
         ("b", 1, 2, RunStatus.PENDING),
     ]
-    horizon = store.db.now() + DAY
+    horizon = store.now() + DAY
     assert [c.target_node for c in store.runs.pending(horizon, 100, node_id="c")] == []
     assert _claim_all(store, "c") == []
     stolen = store.runs.claim("c", store.runs.pending(horizon, 100))  # ids of a's and b's runs
@@ -98,7 +98,7 @@ def test_a_node_that_stops_or_dies_takes_its_runs_with_it(store: Store) -> None:
     running = store.runs.start(held)
     assert isinstance(running, Run)
     store.nodes.set_status("a", NodeStatus.STOPPED)  # before it claimed its run
-    dead = store.db.now() + timedelta(minutes=5)  # b and c stop beating
+    dead = store.now() + timedelta(minutes=5)  # b and c stop beating
     _node(store, "d", "everywhere")  # a node that joins after the fire gets no run of it
     assert store.nodes.mark_dead(timedelta(seconds=30), now=dead) == 3  # b, c and d
     for row in store.history.runs(task="everywhere"):

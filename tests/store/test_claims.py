@@ -12,15 +12,15 @@ import sqlalchemy as sa
 from easyjob.core.records import Candidate
 from easyjob.core.states import RunStatus
 from easyjob.store import Store
+from easyjob.store.contract import BLOCKED
 from easyjob.store.database import at_versions
-from easyjob.store.runs import BLOCKED
 from easyjob.store.schema import task_detail_table as d
 from tests.conftest import FAST_RETRY
 from tests.store.conftest import make_pending, race_in_processes
 
 
 def _candidates(store: Store, ids: list[int]) -> list[Candidate]:
-    horizon = store.db.now() + timedelta(days=1)
+    horizon = store.now() + timedelta(days=1)
     return [c for c in store.runs.pending(horizon, 10_000) if c.id in ids]
 
 

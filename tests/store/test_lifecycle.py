@@ -14,7 +14,7 @@ from tests.store.conftest import make_pending
 
 
 def _claim_start(store: Store, node: str, run_id: int) -> Run:
-    horizon = store.db.now() + timedelta(days=1)
+    horizon = store.now() + timedelta(days=1)
     candidates = [c for c in store.runs.pending(horizon, 1000) if c.id == run_id]
     (run,) = store.runs.claim(node, candidates)
     running = store.runs.start(run)
@@ -54,7 +54,7 @@ def test_success_makes_one_pending_run_per_child(store: Store) -> None:
 def test_failure_with_retry_makes_the_next_attempt_later(store: Store) -> None:
     (run_id,) = make_pending(store)
     running = _claim_start(store, "node-a", run_id)
-    before = store.db.now()
+    before = store.now()
     assert store.runs.fail(running, "ValueError: boom", retry_in=timedelta(seconds=30))
     failed, retry = sorted(store.history.runs(task="job"), key=lambda r: r.attempt)
     assert (failed.status, failed.error_msg, failed.end_time is not None) == (
@@ -92,7 +92,7 @@ def test_dead_nodes_runs_are_recovered_once_with_the_next_attempt(store: Store) 
     _register(store, "alive")
     run_ids = make_pending(store, fires=2)
     running = _claim_start(store, "dead", run_ids[0])
-    horizon = store.db.now() + timedelta(days=1)
+    horizon = store.now() + timedelta(days=1)
     (claimed,) = store.runs.claim(
         "dead", [c for c in store.runs.pending(horizon, 10) if c.id == run_ids[1]]
     )

@@ -106,7 +106,7 @@ def _fill(store: Store) -> None:
 
 def test_the_pending_read_searches_the_pending_index(store: Store) -> None:
     _fill(store)
-    horizon = store.db.now() + timedelta(days=1)
+    horizon = store.now() + timedelta(days=1)
     (sent,) = _statements(store, lambda: store.runs.pending(horizon, 50, [999_999]))
     plan = _plan(store, *sent)
     assert _indexed(plan, store.db.dialect, "easy_job_task_detail"), plan
@@ -114,7 +114,7 @@ def test_the_pending_read_searches_the_pending_index(store: Store) -> None:
 
 def test_the_due_tasks_read_searches_the_due_index(store: Store) -> None:
     _fill(store)
-    horizon = store.db.now() + timedelta(days=1)
+    horizon = store.now() + timedelta(days=1)
     reads = _statements(
         store,
         lambda: store.tasks.due(

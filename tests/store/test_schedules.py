@@ -19,7 +19,7 @@ FUNC = "tests.jobs:noop"
 
 
 def _claim_start(store: Store, node: str, run_id: int) -> Run:
-    horizon = store.db.now() + timedelta(days=1)
+    horizon = store.now() + timedelta(days=1)
     candidates = [c for c in store.runs.pending(horizon, 1000) if c.id == run_id]
     (run,) = store.runs.claim(node, candidates)
     running = store.runs.start(run)
@@ -34,7 +34,7 @@ def _kwargs_is_null(store: Store, run_id: int) -> bool:
 
 def test_a_trigger_stores_its_time_and_arguments_and_retries_keep_them(store: Store) -> None:
     store.tasks.upsert([TaskSpec(name="m", func=FUNC, accepts=("user_id", "n"))])
-    at = store.db.now() + timedelta(hours=1)
+    at = store.now() + timedelta(hours=1)
     run_id = store.tasks.trigger("m", at=at, kwargs={"user_id": 7, "n": [1, "x"]})
     (row,) = store.history.runs(ids=[run_id])
     assert (row.fire_time, row.due_time, row.triggered_by) == (at, at, Trigger.MANUAL)
@@ -76,7 +76,7 @@ def test_bad_triggers_are_refused_and_write_nothing(
     store: Store, kwargs: dict[str, object], at_s: float, message: str
 ) -> None:
     store.tasks.upsert([TaskSpec(name="m", func=FUNC, accepts=("n",))])
-    at = store.db.now() + timedelta(seconds=at_s) if at_s else None
+    at = store.now() + timedelta(seconds=at_s) if at_s else None
     with pytest.raises(TaskDefinitionError) as info:
         store.tasks.trigger("m", at=at, kwargs=kwargs)
     assert message in str(info.value)

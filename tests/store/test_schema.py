@@ -54,10 +54,10 @@ def test_create_is_idempotent_and_checked(db_url: str) -> None:
 
 
 def test_database_time_is_utc_with_subsecond_precision(store: Store) -> None:
-    first = store.db.now()
+    first = store.now()
     assert first.tzinfo is UTC
     assert abs(first - datetime.now(UTC)) < timedelta(seconds=5)
     # SQLite keeps milliseconds, the servers microseconds; a whole-second clock would give 0
     # every time (20 samples all on a whole millisecond: about 1e-60).
-    assert any(store.db.now().microsecond != 0 for _ in range(20))
-    assert store.db.now() >= first
+    assert any(store.now().microsecond != 0 for _ in range(20))
+    assert store.now() >= first

@@ -14,7 +14,7 @@ from easyjob.core.records import Advance, PlannedFire, Run, TaskSpec
 from easyjob.core.states import RunStatus, Trigger
 from easyjob.errors import TaskDefinitionError
 from easyjob.store import Store
-from easyjob.store.runs import BLOCKED
+from easyjob.store.contract import BLOCKED
 from easyjob.store.schema import task_detail_table as d
 
 DAY = timedelta(days=1)
@@ -35,7 +35,7 @@ def _sharded(store: Store, shards: int = 3, name: str = "split") -> list[int]:
 
 
 def _claim(store: Store, node: str, run_ids: list[int]) -> list[Run]:
-    horizon = store.db.now() + DAY
+    horizon = store.now() + DAY
     return store.runs.claim(node, [c for c in store.runs.pending(horizon, 1000) if c.id in run_ids])
 
 

@@ -26,13 +26,13 @@ from tests.store.conftest import make_pending, race_in_processes
 
 @pytest.fixture
 def locking(store: Store) -> Store:
-    if not store.db.skip_locked:
-        pytest.skip(f"not offered on {store.db.server} (tested below: the mode is refused)")
+    if not store.skip_locked:
+        pytest.skip(f"not offered on {store.server} (tested below: the mode is refused)")
     return store
 
 
 def _later(store: Store) -> datetime:
-    now: datetime = store.db.now()
+    now: datetime = store.now()
     return now + timedelta(days=1)
 
 
@@ -125,7 +125,7 @@ def test_a_locked_task_row_does_not_hide_its_runs(locking: Store) -> None:
 def _claim_all(url: str, node: str, start: object, out: object) -> None:
     store = Store.open(url, retry=FAST_RETRY)
     start.wait()  # type: ignore[attr-defined]
-    horizon = store.db.now() + timedelta(days=1)
+    horizon = store.now() + timedelta(days=1)
     won: list[int] = []
     while batch := store.runs.claim_next(node, horizon, 7):
         won += [run.id for run in batch]
@@ -147,10 +147,10 @@ def test_processes_claiming_together_share_every_run_exactly_once(
 
 
 def test_the_mode_is_refused_by_name_off_postgresql(store: Store) -> None:
-    if store.db.skip_locked:
-        pytest.skip(f"offered on {store.db.server}")
+    if store.skip_locked:
+        pytest.skip(f"offered on {store.server}")
     node = Node(store, NodeConfig(claim_mode="skip_locked"), registry=Registry())
-    name = store.db.server.split()[0]
+    name = store.server.split()[0]
     with pytest.raises(ConfigError, match=f"offered on PostgreSQL only, not on {name} "):
         node.start()
     with pytest.raises(ConfigError, match="offered on PostgreSQL only"):

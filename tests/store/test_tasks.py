@@ -22,7 +22,7 @@ def test_upsert_inserts_then_is_idempotent(store: Store) -> None:
     (first,) = store.tasks.upsert([every_second("a", kwargs={"n": 1})])
     assert (first.status, first.version, first.kwargs) == (TaskStatus.ACTIVE, 0, {"n": 1})
     assert first.next_start_time is not None and first.next_start_time.microsecond == 0
-    assert first.next_start_time > store.db.now() - timedelta(seconds=1)
+    assert first.next_start_time > store.now() - timedelta(seconds=1)
     (again,) = store.tasks.upsert([every_second("a", kwargs={"n": 1})])
     assert (again.id, again.version, again.next_start_time) == (first.id, 0, first.next_start_time)
     assert again.seen_time >= first.seen_time
@@ -85,7 +85,7 @@ def test_two_nodes_registering_at_once_create_each_task_once(store: Store) -> No
 
 def test_due_is_bounded_and_ordered(store: Store) -> None:
     store.tasks.upsert([every_second(f"t{i}") for i in range(5)])
-    horizon = store.db.now() + timedelta(seconds=5)
+    horizon = store.now() + timedelta(seconds=5)
     due = store.tasks.due(horizon, limit=3)
     assert len(due) == 3
     assert [x.next_start_time for x in due] == sorted(x.next_start_time for x in due)  # type: ignore[type-var]
@@ -94,7 +94,7 @@ def test_due_is_bounded_and_ordered(store: Store) -> None:
 
 def test_due_shares_split_the_tasks_and_overdue_ones_are_anyones(store: Store) -> None:
     rows = store.tasks.upsert([every_second(f"t{i}") for i in range(9)])
-    horizon = store.db.now() + timedelta(seconds=5)
+    horizon = store.now() + timedelta(seconds=5)
     shares = [store.tasks.due(horizon, 100, share=(rank, 3)) for rank in range(3)]
     assert sorted(r.id for share in shares for r in share) == sorted(r.id for r in rows)
     for rank, share in enumerate(shares):
@@ -179,7 +179,7 @@ def test_pause_resume_and_trigger(store: Store) -> None:
     (task,) = store.tasks.upsert([every_second("a")])
     paused = store.tasks.set_status("a", TaskStatus.PAUSED)
     assert (paused.status, paused.version) == (TaskStatus.PAUSED, task.version + 1)
-    assert store.tasks.due(store.db.now() + timedelta(days=1), 10) == []
+    assert store.tasks.due(store.now() + timedelta(days=1), 10) == []
     assert store.tasks.set_status("a", TaskStatus.ACTIVE).status == TaskStatus.ACTIVE
     run_id = store.tasks.trigger("a")
     (run,) = store.history.runs(ids=[run_id])
@@ -194,7 +194,7 @@ def test_due_and_pending_leave_out_the_tasks_a_node_excludes(store: Store) -> No
     mine = TaskSpec(name="mine", func="mine:f", cron="* * * * * *")
     theirs = TaskSpec(name="theirs", func="theirs:f", cron="* * * * * *")
     rows = store.tasks.upsert([mine, theirs])
-    horizon = store.db.now() + timedelta(seconds=5)
+    horizon = store.now() + timedelta(seconds=5)
     assert [r.name for r in store.tasks.due(horizon, 10, {rows[1].id})] == ["mine"]
     advances = [
         Advance(
@@ -217,7 +217,7 @@ def test_a_pause_closes_the_task_s_unstarted_runs_and_resume_skips_the_pause(
     from tests.store.conftest import make_pending
 
     pending, claimed = make_pending(store, "p", fires=2)
-    horizon = store.db.now() + timedelta(days=1)
+    horizon = store.now() + timedelta(days=1)
     (held,) = store.runs.claim(
         "n1", [c for c in store.runs.pending(horizon, 10) if c.id == claimed]
     )
@@ -232,13 +232,13 @@ def test_a_pause_closes_the_task_s_unstarted_runs_and_resume_skips_the_pause(
         lambda conn: conn.execute(
             t.update()
             .where(t.c.name == "p")
-            .values(next_start_time=store.db.now() - timedelta(hours=1))
+            .values(next_start_time=store.now() - timedelta(hours=1))
         ),
     )
     resumed = store.tasks.set_status("p", TaskStatus.ACTIVE)
     assert (
         resumed.next_start_time is not None
-        and resumed.next_start_time > store.db.now() - timedelta(seconds=1)
+        and resumed.next_start_time > store.now() - timedelta(seconds=1)
     )
     assert store.runs.pending(horizon, 10) == []  # nothing of the paused time comes back
 
@@ -270,7 +270,7 @@ def test_upsert_in_chunks_finds_parents_given_after_their_children(
 
 def test_a_changed_cron_keeps_a_due_fire_that_was_not_written_yet(store: Store) -> None:
     store.tasks.upsert([TaskSpec(name="t", func="m:f", cron="* * * * * *")])
-    due = store.db.now().replace(microsecond=0) - timedelta(seconds=1)
+    due = store.now().replace(microsecond=0) - timedelta(seconds=1)
     store.db.write(
         "due", lambda conn: conn.execute(t.update().values(next_start_time=due))
     )  # a fire due, not yet written by any loader

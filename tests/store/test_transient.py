@@ -157,8 +157,8 @@ def test_failed_attempts_are_counted_by_kind(
     assert error_kind(ValueError("not a database error")) is None
 
     dup = "INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', 'x')"
-    before = store.db.counters.snapshot()
+    before = store.counters()
     _error(lambda: store.db.write("dup", lambda c: c.exec_driver_sql(dup)))
     _error(lambda: store.db.read("bad", lambda c: c.exec_driver_sql("SELECT * FROM nope")))
-    after = store.db.counters.snapshot()
+    after = store.counters()
     assert after.get("errors.other", 0) - before.get("errors.other", 0) == 2

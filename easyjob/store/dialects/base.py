@@ -1,0 +1,139 @@
+"""The :class:`Dialect` base: what a database must say for easyjob to run on it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL
+
+from easyjob.clock import Clock, SystemClock
+from easyjob.store.gate import WriteGate
+
+__all__ = ["Dialect", "EngineOptions"]
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """The engine settings every dialect reads (see :func:`easyjob.store.engine.create_engine`)."""
+
+    pool_size: int = 5
+    connect_timeout_s: float = 10.0
+    io_timeout_s: float = 30.0
+    busy_timeout_s: float = 30.0
+    stuck_transaction_s: float = 10.0
+    read_only: bool = False
+    clock: Clock = field(default_factory=SystemClock)
+
+
+class Dialect:
+    """Everything about one database product that easyjob's SQL does not say by itself.
+
+    The store's statements are written once, in SQLAlchemy Core; each difference between
+    databases is a method or attribute here, and nowhere else in the package. Adding a
+    database means writing one subclass, listing it in :data:`easyjob.store.dialects.DIALECTS`
+    and passing the store test suite (``tests/store``) against it.
+    """
+
+    #: easyjob's name for the database: ``sqlite``, ``postgresql``, ``mysql``.
+    name: ClassVar[str]
+    #: The names SQLAlchemy gives its dialect(s) for this database (``engine.dialect.name``).
+    sqlalchemy_names: ClassVar[tuple[str, ...]]
+    #: URL drivernames accepted for it (``postgres://`` ...), all mapped to :attr:`driver`.
+    schemes: ClassVar[tuple[str, ...]]
+    #: The SQLAlchemy drivername easyjob connects with, e.g. ``postgresql+psycopg``.
+    driver: ClassVar[str]
+    #: The DB-API module its errors come from (``type(err).__module__`` starts with it).
+    driver_module: ClassVar[str]
+    #: What to install when the driver cannot be imported; None: it ships with Python.
+    install: ClassVar[str | None] = None
+    #: An example URL, for the message that lists the supported databases.
+    example_url: ClassVar[str]
+    #: Whether the ``skip_locked`` claim mode is offered (see each dialect for why).
+    skip_locked: ClassVar[bool] = False
+
+    # -- URLs and connections ---------------------------------------------------------------
+
+    def check_url(self, url: URL) -> str | None:
+        """Why *url* (already on :attr:`driver`) cannot be used, or None when it can."""
+        return None
+
+    def missing_database(self, url: URL) -> bool:
+        """True when *url* names a database known not to exist without connecting (a
+        SQLite file that is not there: connecting would create an empty one)."""
+        return False
+
+    def engine_arguments(self, options: EngineOptions) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(connect_args, create_engine keyword arguments)``: pool, timeouts, session
+        settings (isolation, read-only, idle-in-transaction limit)."""
+        return {}, {"pool_size": options.pool_size, "max_overflow": options.pool_size}
+
+    def prepare(self, engine: sa.Engine, options: EngineOptions) -> None:
+        """Attach what the engine needs on each connection or transaction (event hooks)."""
+
+    def write_gate(self, url: URL, timeout_s: float) -> WriteGate | None:
+        """The gate write transactions take turns through first, or None (the database's
+        own locks are enough)."""
+        return None
+
+    def server(self, engine: sa.Engine) -> str:
+        """The product and version, e.g. ``postgresql 15.4``, for messages."""
+        version = ".".join(str(part) for part in engine.dialect.server_version_info or ())
+        return f"{self.name} {version}".strip()
+
+    def offline(self) -> sa.engine.Dialect:
+        """SQLAlchemy's dialect, to compile statements without a connection (``easyjob sql``)."""
+        raise NotImplementedError
+
+    def column_types(self) -> Mapping[str, sa.types.TypeEngine[Any]]:
+        """Column types that replace the schema's generic ones here, by role: ``id``
+        (``BIGINT``), ``datetime`` (``DATETIME``/``TIMESTAMP``), ``long_text`` (``TEXT``)."""
+        return {}
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def is_transient(self, orig: BaseException) -> bool:
+        """True when the driver error *orig* may pass if the transaction is simply run
+        again (restart, failover, lost connection, deadlock, lock wait, read-only server)."""
+        return False
+
+    def error_kind(self, orig: BaseException) -> str | None:
+        """``connection``, ``deadlock``, ``lock``, ``read_only`` or ``resources`` for a
+        transient driver error *orig*; None for any other."""
+        return None
+
+    # -- SQL ----------------------------------------------------------------------------------
+
+    def now_sql(self) -> str:
+        """SQL for the database's current UTC time (:class:`easyjob.store.engine.db_now`)."""
+        raise NotImplementedError
+
+    def epoch_sql(self, value: str) -> str:
+        """SQL for the seconds since 1970-01-01 of the stored UTC time *value* (SQL text)."""
+        raise NotImplementedError
+
+    def floor_sql(self, value: str) -> str:
+        """SQL for the largest integer not above the number *value* (SQL text)."""
+        return f"FLOOR({value})"
+
+    def insert_ignore(self, table: sa.Table, conflict: list[str] | None = None) -> sa.Insert:
+        """An INSERT into *table* that skips a row whose unique key (the *conflict*
+        columns; None: any unique key) already has one, and fails on any other error."""
+        raise NotImplementedError
+
+    def winners(
+        self, conn: sa.Connection, stmt: sa.Update, table: sa.Table, expected: Mapping[int, int]
+    ) -> list[int]:
+        """Run the batch version-checked UPDATE *stmt* of rows ``id -> version read`` and
+        return the ids it changed, each exactly once: a row this caller moved in an earlier
+        call is never reported again. Default: ``UPDATE ... RETURNING id``."""
+        return [row[0] for row in conn.execute(stmt.returning(table.c.id))]
+
+    @contextmanager
+    def schema_lock(self, conn: sa.Connection) -> Iterator[None]:
+        """Hold, inside *conn*'s transaction, the lock schema creators take turns through.
+        Default: nothing beyond the transaction's own write lock."""
+        yield

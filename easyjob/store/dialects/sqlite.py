@@ -1,0 +1,128 @@
+"""SQLite: one file, one writer at a time, the process's clock as database time."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import UTC
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import URL
+
+from easyjob.clock import Clock
+from easyjob.store.dialects.base import Dialect, EngineOptions
+from easyjob.store.gate import WriteGate
+
+__all__ = ["SQLiteDialect"]
+
+_TRANSIENT = {
+    "database is locked": "lock",
+    "database is busy": "lock",
+    "disk is full": "resources",
+    "disk i/o error": "resources",
+}
+#: The text layout SQLAlchemy stores times in on SQLite, so stored values and database time
+#: compare as times do.
+_TIME = "%Y-%m-%d %H:%M:%S.%f"
+
+
+class SQLiteDialect(Dialect):
+    """SQLite (the standard library's sqlite3).
+
+    - WAL journal, a busy timeout, and ``BEGIN IMMEDIATE`` for every transaction that may
+      write: a deferred ``BEGIN`` followed by read-then-write fails with "database is
+      locked" under concurrency, busy timeout or not. Writers of one file first take turns
+      through :class:`~easyjob.store.gate.WriteGate`.
+    - No clock of its own: database time is the process's clock (``easyjob_now()``, a
+      function registered on each connection; tests pass a fake clock).
+    - A read-only engine's connections are ``query_only``.
+    - No ``SKIP LOCKED``: SQLite locks the whole database.
+    """
+
+    name = "sqlite"
+    sqlalchemy_names = ("sqlite",)
+    schemes = ("sqlite", "sqlite+pysqlite")
+    driver = "sqlite"
+    driver_module = "sqlite3"
+    example_url = "sqlite:///FILE"
+
+    def check_url(self, url: URL) -> str | None:
+        if url.database in (None, "", ":memory:"):
+            return (
+                "an in-memory SQLite database cannot be shared by nodes; give a file, "
+                "e.g. sqlite:///easyjob.db"
+            )
+        return None
+
+    def missing_database(self, url: URL) -> bool:
+        if url.query.get("uri") in ("true", "1"):
+            return False
+        return not os.path.exists(str(url.database))
+
+    def engine_arguments(self, options: EngineOptions) -> tuple[dict[str, Any], dict[str, Any]]:
+        connect_args = {"timeout": options.busy_timeout_s, "check_same_thread": False}
+        kwargs = {
+            "pool_size": options.pool_size,
+            "max_overflow": options.pool_size,
+            "poolclass": sa.pool.QueuePool,
+        }
+        return connect_args, kwargs
+
+    def prepare(self, engine: sa.Engine, options: EngineOptions) -> None:
+        clock: Clock = options.clock
+        read_only = options.read_only
+
+        def now() -> str:
+            return clock.now().astimezone(UTC).strftime(_TIME)
+
+        @sa.event.listens_for(engine, "connect")
+        def _connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves, below
+            dbapi_conn.create_function("easyjob_now", 0, now)
+            cursor = dbapi_conn.cursor()
+            if not read_only:  # a read-only reader leaves the file's journal mode alone
+                cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={int(options.busy_timeout_s * 1000)}")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            if read_only:
+                cursor.execute("PRAGMA query_only=ON")
+            cursor.close()
+
+        @sa.event.listens_for(engine, "begin")
+        def _begin(conn: sa.Connection) -> None:
+            # transactions that only read (engine.READONLY) begin deferred
+            readonly = read_only or conn.get_execution_options().get("easyjob_readonly", False)
+            conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+    def column_types(self) -> Mapping[str, sa.types.TypeEngine[Any]]:
+        # only an INTEGER PRIMARY KEY autoincrements on SQLite
+        return {"id": sa.Integer()}
+
+    def write_gate(self, url: URL, timeout_s: float) -> WriteGate | None:
+        return WriteGate.for_url(url, timeout_s)
+
+    def offline(self) -> sa.engine.Dialect:
+        return sqlite.dialect()
+
+    def is_transient(self, orig: BaseException) -> bool:
+        return self.error_kind(orig) is not None
+
+    def error_kind(self, orig: BaseException) -> str | None:
+        text = str(orig).lower()
+        return next((kind for marker, kind in _TRANSIENT.items() if marker in text), None)
+
+    def now_sql(self) -> str:
+        return "easyjob_now()"  # see prepare()
+
+    def epoch_sql(self, value: str) -> str:
+        return f"((julianday({value}) - 2440587.5) * 86400.0)"
+
+    def floor_sql(self, value: str) -> str:
+        # no FLOOR without SQLite's math extension; a CAST truncates, which is the floor
+        # for the positive values easyjob floors
+        return f"CAST({value} AS INTEGER)"
+
+    def insert_ignore(self, table: sa.Table, conflict: list[str] | None = None) -> sa.Insert:
+        return sqlite.insert(table).on_conflict_do_nothing(index_elements=conflict)
