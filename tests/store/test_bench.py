@@ -76,6 +76,21 @@ def test_overdue_counts_unstarted_runs_past_due_in_database_time(store: Store) -
     assert store.bench.overdue(timedelta(hours=-1)) == 3  # as if an hour had passed
 
 
+def test_stale_counts_runs_waiting_past_their_tasks_grace(store: Store) -> None:
+    make_pending(store, "bench-0", fires=2)  # grace 60 s
+    late = store.runs.pending(store.db.now() + timedelta(days=1), 10)
+    assert store.bench.stale() == 0
+    store.db.write(  # age the runs by 2 minutes: past their grace
+        "age",
+        lambda conn: conn.exec_driver_sql(
+            "UPDATE easy_job_task_detail SET due_time = due_time - INTERVAL '2' MINUTE"
+            if store.db.dialect != "sqlite"
+            else "UPDATE easy_job_task_detail SET due_time = datetime(due_time, '-2 minutes')"
+        ),
+    )
+    assert len(late) == 2 and store.bench.stale() == 2
+
+
 def test_the_probe_claims_its_rows_and_leaves_them_pending(store: Store) -> None:
     (task,) = store.tasks.upsert([every_second("probe-claims")])
     store.tasks.set_status("probe-claims", TaskStatus.PAUSED)
