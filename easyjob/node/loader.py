@@ -33,8 +33,9 @@ class Loader(Loop):
     """Every poll (and at once when the planner wrote fires or a worker came free), with
     database time *now* and horizon ``now + lookahead``: read PENDING runs due by the
     horizon, keep those of tasks this node's code declared (name and function), apply the
-    misfire policy to the ones already later than their task's grace (see
-    :meth:`RunStore.miss_late`), let the strategy pick this node's share (plus any overdue
+    misfire policy (when a run read is a poll late or more, the fires superseded by a later
+    due fire of their task, see :meth:`RunStore.supersede`; then the runs later than their
+    task's grace, see :meth:`RunStore.miss_late`), let the strategy pick this node's share (plus any overdue
     past the grace), and claim as many as the dispatcher has room for (see
     :meth:`Timetable.room`), at most ``batch`` per statement. When the strategy offers more
     than that, each node starts at its own offset into the list, so that nodes racing for
