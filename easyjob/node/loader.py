@@ -35,8 +35,8 @@ class Loader(Loop):
     horizon, keep those of tasks this node's code declared (name and function), apply the
     misfire policy (when a run read is a poll late or more, the fires superseded by a later
     due fire of their task, see :meth:`RunStore.supersede`; then the runs later than their
-    task's grace, see :meth:`RunStore.miss_late`), let the strategy pick this node's share (plus any overdue
-    past the grace), and claim as many as the dispatcher has room for (see
+    task's grace, see :meth:`RunStore.miss_late`), let the strategy pick this node's share
+    (plus any overdue past the grace), and claim as many as the dispatcher has room for (see
     :meth:`Timetable.room`), at most ``batch`` per statement. When the strategy offers more
     than that, each node starts at its own offset into the list, so that nodes racing for
     the same runs (``default``) mostly try different ones. A node holds at most one waiting
