@@ -14,7 +14,9 @@ task is due too (the cluster fell a period behind: a fire whose successor is due
 - ``catch_up``: every late fire runs, oldest first, written in chunks of at most ``cap``
   fires per advance (one row per fire: that is what catching up costs).
 
-So under ``fire_once`` and ``skip`` no run starts after a later fire of its task was due:
+A late task's advance writes nothing ahead of *now*: its next fires are planned once the
+fire it runs has started. So under ``fire_once`` and ``skip`` no run starts after a later
+fire of its task was due:
 a cluster offered more than it can run keeps its lateness near one period and records the
 excess MISSED, instead of working an ever older backlog (the loader and the dispatcher
 apply the same rule to runs already written: see ``RunStore.supersede``).
@@ -91,12 +93,11 @@ def _plan(
         planned.append(_summary(task, missed, counted, grace, late_before))
     if keep is not None:
         planned.append(PlannedFire(keep))
-    rest, more = _in_chunks(task, schedule, now + _EPS, horizon, cap)
-    fires = planned + list(rest.fires)
-    advance = Advance(
-        task.id, task.version, rest.next_start_time, tuple(fires), task.shards, task.broadcast
-    )
-    return advance, more
+    # nothing written ahead: the next fires come once this one has started (a task whose
+    # due fire waits is not planned, see TaskStore.due), so a cluster that fell behind
+    # writes no row for a fire it would only miss
+    after = schedule.next_after(now)
+    return Advance(task.id, task.version, after, tuple(planned), task.shards, task.broadcast), False
 
 
 def _in_chunks(
