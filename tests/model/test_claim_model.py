@@ -687,11 +687,18 @@ def _without_fencing(store: Store, columns: Sequence[sa.Column[Any]]) -> None:
     recoveries are left as they are."""
 
     def checks(element: Any, column: sa.Column[Any]) -> bool:
-        return (
-            isinstance(element, sa.BinaryExpression)
-            and element.operator is operators.eq
-            and element.left is column
-        )
+        """A condition on *column*: ``column = x``, ``coalesce(column, '') = x`` (a batch's
+        status check) or ``(id, column) IN (...)`` (a batch's versions)."""
+        if not isinstance(element, sa.BinaryExpression):
+            return False
+        left = element.left
+        if element.operator is operators.eq:
+            if isinstance(left, sa.FunctionElement):
+                return any(c is column for c in left.clauses)
+            return left is column
+        if element.operator is operators.in_op and isinstance(left, sa.Tuple):
+            return any(c is column for c in left.clauses)
+        return False
 
     def unfence(
         conn: sa.Connection, stmt: Any, multiparams: Any, params: Any, options: Any

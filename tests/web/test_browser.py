@@ -18,11 +18,15 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import (
+    NoAlertPresentException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.cluster.harness import Cluster, wait_until
@@ -116,7 +120,7 @@ def test_dashboard_in_a_real_browser(browser: WebDriver, dashboard: str, tmp_pat
         """Apply the filters and wait for the new page (the old one's elements go stale)."""
         old = driver.find_element(By.TAG_NAME, "table")
         driver.find_element(By.ID, "filter-apply").click()
-        WebDriverWait(driver, 20).until(staleness_of(old))
+        WebDriverWait(driver, 20).until(lambda _: _gone(old))
 
     def no_script_ran() -> None:
         assert driver.find_elements(By.TAG_NAME, "script") == []
@@ -173,3 +177,17 @@ def test_dashboard_in_a_real_browser(browser: WebDriver, dashboard: str, tmp_pat
     assert "ValueError: no luck <img src=x onerror=alert(1)>" in details.text
     no_script_ran()
     _shoot(driver, "failures", tmp_path)
+
+
+def _gone(element: WebElement) -> bool:
+    """Whether *element* left the document (its page was replaced). Asked mid-navigation,
+    chromedriver may say so with an "unknown error" instead of a stale reference."""
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as err:
+        if "does not belong to the document" in str(err):
+            return True
+        raise
+    return False
