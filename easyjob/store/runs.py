@@ -471,12 +471,6 @@ class RunStore:
 
         return self._db.write(f"runs_{status.lower()}", write, landed=landed)
 
-    def _transition(self, run: Run, status: RunStatus, **values: Any) -> bool:
-        def write(conn: sa.Connection) -> bool:
-            return _fenced_update(conn, run, status, values)
-
-        return self._db.write(f"run_{status.lower()}", write, landed=_landed_one(run, status))
-
     def finish(self, run: Run) -> bool:
         """RUNNING -> SUCCESS: :meth:`finish_many` for one run. False if fenced."""
         return bool(self.finish_many([run]))
