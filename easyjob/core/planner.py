@@ -36,7 +36,10 @@ from easyjob.core.records import Advance, PlannedFire, TaskRow
 from easyjob.core.schedule import Schedule
 from easyjob.core.states import Misfire, RunStatus
 
-__all__ = ["plan_advance"]
+__all__ = ["SUPERSEDED", "plan_advance", "superseded"]
+
+#: Why a superseded fire was MISSED (see the module docstring).
+SUPERSEDED = "not started before a later fire of the task was due"
 
 _EPS = timedelta(microseconds=1)
 
@@ -150,10 +153,15 @@ def _summary(
     if last < late_before:
         why = f"not started within its misfire grace of {grace.total_seconds():g}s"
     else:
-        why = "not started before a later fire of the task was due"
+        why = SUPERSEDED
     reason = f"missed {what}: {why} (policy {task.misfire.value})"
     count = len(missed) if counted else None
     return PlannedFire(first, RunStatus.MISSED, reason, count, last)
+
+
+def superseded(policy: Misfire) -> str:
+    """The ``error_msg`` of one run MISSED because a later fire of its task was due first."""
+    return f"missed: {SUPERSEDED} (policy {policy.value})"
 
 
 def _iso(when: datetime) -> str:

@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from easyjob.clock import Clock
 from easyjob.core.config import NodeConfig
 from easyjob.core.outcome import Outcome
+from easyjob.core.planner import superseded
 from easyjob.core.records import Run
 from easyjob.core.states import Misfire, Overlap, RunStatus, Trigger
 from easyjob.events import EventKind, RunEvent
@@ -289,7 +290,7 @@ class Dispatcher:
         missed: dict[int, tuple[Run, str]] = {}
         for run in due:
             latest = newest.get((run.task_id, run.shard, run.target_node), run.fire_time)
-            why = self._not_startable(run, now, superseded=run.fire_time < latest)
+            why = self._not_startable(run, now, successor_due=run.fire_time < latest)
             if why is None:
                 batch.append(run)
             elif why[0] == RunStatus.PENDING:
@@ -334,22 +335,19 @@ class Dispatcher:
             self._dropped(run)
 
     def _not_startable(
-        self, run: Run, now: datetime, *, superseded: bool
+        self, run: Run, now: datetime, *, successor_due: bool
     ) -> tuple[RunStatus, str] | None:
         """Why *run* must not start now, as (the status to give it, the reason), or None.
-        *superseded*: a later cron fire of its task is due in the same round."""
+        *successor_due*: a later cron fire of its task is due in the same round."""
         if self.jobs.entry(run) is None:  # claimed by mistake: not this node's code
             return RunStatus.PENDING, f"task {run.task_name!r} ({run.func}) is not registered here"
         if run.misfire == Misfire.CATCH_UP:
             return None
-        if not superseded:
+        if not successor_due:
             with self._lock:
-                superseded = self._table.later_due_waiting(run, now)
-        if superseded and run.triggered_by == Trigger.CRON:
-            return RunStatus.MISSED, (
-                f"missed: not started before a later fire of the task was due "
-                f"(policy {run.misfire.value})"
-            )
+                successor_due = self._table.later_due_waiting(run, now)
+        if successor_due and run.triggered_by == Trigger.CRON:
+            return RunStatus.MISSED, superseded(run.misfire)
         late = (now - run.due_time).total_seconds()
         grace = run.misfire_grace_ms / 1000
         if late <= grace or run.misfire == Misfire.FIRE_ONCE:

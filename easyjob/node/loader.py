@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from easyjob.core.config import NodeConfig
+from easyjob.core.planner import superseded
 from easyjob.core.records import ORIGIN_RUNTIME, Candidate
 from easyjob.core.states import Misfire, Overlap
 from easyjob.core.strategies import ClusterView, Strategy, needs, overdue
@@ -191,8 +192,7 @@ class Loader(Loop):
                         task_name=name,
                         node_id=self._config.node_id,
                         fire_time=m.first_fire,
-                        error="missed: not started before a later fire of the task was due "
-                        f"(policy {m.policy.value})",
+                        error=superseded(m.policy),
                         count=m.count,
                     )
                 )

@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from easyjob.clock import utc
+from easyjob.core.planner import superseded
 from easyjob.core.records import Candidate, HeldRun, Missed, Run
 from easyjob.core.states import (
     HELD,
@@ -228,8 +229,7 @@ class RunStore:
             if not rows:
                 return {}
             expected = {row.id: row.version for row in rows}
-            reason = "missed: not started before a later fire of the task was due (policy {})"
-            reasons = {row.id: reason.format(row.misfire) for row in rows}
+            reasons = {row.id: superseded(Misfire(row.misfire)) for row in rows}
             stmt = (
                 d.update()
                 .where(at_versions(d, expected), status_is(d.c.status, str(RunStatus.PENDING)))
