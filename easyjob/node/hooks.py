@@ -8,6 +8,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 
 from easyjob.events import DRAIN_S, QUEUE_LIMIT, EventKind, Hook, RunEvent
 
@@ -45,6 +46,23 @@ class Hooks:
             return True
         hooks = self._per_task.get(task_name)
         return hooks is not None and kind in hooks
+
+    def missed(
+        self, task_name: str, node_id: str, fire_time: datetime, error: str | None, count: int
+    ) -> None:
+        """A ``missed`` event for *count* runs of *task_name* (the first fired at
+        *fire_time*) that *node_id* recorded MISSED at once, if any hook wants it."""
+        if self.wants(task_name, EventKind.MISSED):
+            self.emit(
+                RunEvent(
+                    kind=EventKind.MISSED,
+                    task_name=task_name,
+                    node_id=node_id,
+                    fire_time=fire_time,
+                    error=error,
+                    count=count,
+                )
+            )
 
     def emit(self, event: RunEvent) -> None:
         """Queue *event* for its hooks; never blocks (a full queue drops it, with a warning)."""

@@ -11,7 +11,6 @@ from easyjob.core.planner import superseded
 from easyjob.core.records import ORIGIN_RUNTIME, Candidate
 from easyjob.core.states import Misfire, Overlap
 from easyjob.core.strategies import ClusterView, Strategy, needs, overdue
-from easyjob.events import EventKind, RunEvent
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.heartbeat import Membership
 from easyjob.node.liveness import Liveness
@@ -182,20 +181,11 @@ class Loader(Loop):
             return False
         total = sum(m.count for m in marked.values())
         self.missed += total
-        hooks = self._dispatcher.hooks
         for name, m in marked.items():
             self._metrics.misfired(name, m.count)
-            if hooks.wants(name, EventKind.MISSED):
-                hooks.emit(
-                    RunEvent(
-                        kind=EventKind.MISSED,
-                        task_name=name,
-                        node_id=self._config.node_id,
-                        fire_time=m.first_fire,
-                        error=superseded(m.policy),
-                        count=m.count,
-                    )
-                )
+            self._dispatcher.hooks.missed(
+                name, self._config.node_id, m.first_fire, superseded(m.policy), m.count
+            )
         self._behind += total
         if self._behind_told is None or now - self._behind_told >= _TELL_EVERY:
             self.log.warning(
@@ -236,25 +226,17 @@ class Loader(Loop):
     ) -> None:
         """A ``missed`` event per task whose PENDING runs were marked MISSED in bulk: with
         the exact count when one task was, else with the count of its runs read here."""
-        hooks = self._dispatcher.hooks
         read: dict[int, list[Candidate]] = {}
         for c in candidates:
             if c.task_id in late and c.due_time < now - c.grace:
                 read.setdefault(c.task_id, []).append(c)
         for runs in read.values():
-            name = runs[0].task_name
-            if not hooks.wants(name, EventKind.MISSED):
-                continue
-            hooks.emit(
-                RunEvent(
-                    kind=EventKind.MISSED,
-                    task_name=name,
-                    node_id=self._config.node_id,
-                    fire_time=runs[0].fire_time,
-                    error=f"missed: not started within its misfire grace "
-                    f"(policy {runs[0].misfire.value})",
-                    count=marked if len(read) == 1 else len(runs),
-                )
+            self._dispatcher.hooks.missed(
+                runs[0].task_name,
+                self._config.node_id,
+                runs[0].fire_time,
+                f"missed: not started within its misfire grace (policy {runs[0].misfire.value})",
+                marked if len(read) == 1 else len(runs),
             )
 
     def _choose(self, candidates: list[Candidate], now: datetime) -> list[Candidate]:

@@ -27,7 +27,6 @@ from easyjob.core.planner import plan_advance
 from easyjob.core.records import ORIGIN_RUNTIME, Advance, TaskRow
 from easyjob.core.schedule import Schedule
 from easyjob.core.states import RunStatus
-from easyjob.events import EventKind, RunEvent
 from easyjob.node.heartbeat import Membership
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
@@ -165,22 +164,17 @@ class Planner(Loop):
     ) -> None:
         """A ``missed`` event per MISSED row the planner wrote (one row may stand for
         ``missed_count`` fires)."""
-        hooks = self._hooks
         names = {task.id: task.name for task in tasks}
         written = set(won)
         for advance in advances:
-            name = names[advance.task_id]
-            if advance.task_id not in written or not hooks.wants(name, EventKind.MISSED):
+            if advance.task_id not in written:
                 continue
             for fire in advance.fires:
                 if fire.status == RunStatus.MISSED:
-                    hooks.emit(
-                        RunEvent(
-                            kind=EventKind.MISSED,
-                            task_name=name,
-                            node_id=self._config.node_id,
-                            fire_time=fire.fire_time,
-                            error=fire.error_msg,
-                            count=fire.missed_count or 1,
-                        )
+                    self._hooks.missed(
+                        names[advance.task_id],
+                        self._config.node_id,
+                        fire.fire_time,
+                        fire.error_msg,
+                        fire.missed_count or 1,
                     )
