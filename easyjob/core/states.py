@@ -93,7 +93,10 @@ TERMINAL = (
 
 #: The allowed transitions of an existing row; the store refuses any other.
 RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
-    RunStatus.PENDING: frozenset({RunStatus.CLAIMED, RunStatus.MISSED, RunStatus.SKIPPED}),
+    # PENDING -> RUNNING: claimed and started in one write (a run due when claimed)
+    RunStatus.PENDING: frozenset(
+        {RunStatus.CLAIMED, RunStatus.RUNNING, RunStatus.MISSED, RunStatus.SKIPPED}
+    ),
     RunStatus.CLAIMED: frozenset(
         {
             RunStatus.RUNNING,

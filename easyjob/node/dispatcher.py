@@ -1,7 +1,9 @@
 """The dispatcher: the one thread that starts this node's runs and writes their outcomes.
 
 Claimed runs wait in the :class:`~easyjob.node.timetable.Timetable` until their time;
-worker threads only ever hold running jobs. Each round of the thread (:meth:`step`):
+worker threads only ever hold running jobs. Runs the loader claimed and started in one
+write (due when claimed, a worker free for each) take their worker slot at once and start
+first in the next round. Each round of the thread (:meth:`step`):
 
 1. writes the outcomes of jobs that returned (successes in one batch, failures one by
    one), then frees their workers;
@@ -92,6 +94,7 @@ class Dispatcher:
         self._lock = threading.Condition()
         self._table = Timetable(config.workers)
         self._outcomes: list[tuple[Run, Outcome, float]] = []
+        self._begun: list[Run] = []  # claimed RUNNING by the loader, to start now
         self._active: dict[int, _Active] = {}
         self._poked = False
         self._closed = False
@@ -119,6 +122,17 @@ class Dispatcher:
             if self._closed:
                 return 0
             return self._table.room(self._room, self._clock.monotonic(), behind)
+
+    def startable(self) -> int:
+        """How many runs due now this node could start at once (0 once it is stopping)."""
+        now = self._liveness.db_now()
+        with self._lock:
+            return 0 if self._closed else self._table.startable(now)
+
+    def tasks_held(self) -> set[int]:
+        """Tasks with a run here (waiting or running)."""
+        with self._lock:
+            return self._table.tasks_held()
 
     def exclusive_waiting(self) -> set[int]:
         """Exclusive tasks with a run waiting here: not to be claimed more of."""
@@ -150,15 +164,26 @@ class Dispatcher:
         return self._thread.is_alive() or not self._thread.ident
 
     def submit(self, runs: list[Run]) -> None:
-        """Hold *runs* (just claimed) until their time."""
+        """Hold *runs* (just claimed) until their time; those claimed RUNNING (claimed and
+        started in one write) take a worker slot now and start in the next round."""
+        begun = [r for r in runs if r.status == RunStatus.RUNNING]
+        held = [r for r in runs if r.status != RunStatus.RUNNING]
         with self._lock:
             closed = self._closed
             if not closed:
                 self.claimed += len(runs)
-                self._table.add(runs, self._liveness.db_now())
+                self._table.add(held, self._liveness.db_now())
+                for run in begun:
+                    self._table.begin(run)
+                self._begun.extend(begun)
                 self._poke()
-        if closed and runs:
-            self.writer.release(runs, "the node is stopping")
+        if closed and held:
+            self.writer.release(held, "the node is stopping")
+        if closed and begun:  # cannot happen: the loader stops before the dispatcher closes
+            log.error(
+                "%d run(s) claimed RUNNING after the dispatcher closed; left to recovery",
+                len(begun),
+            )
 
     # -- the thread ---------------------------------------------------------------------
 
@@ -195,6 +220,7 @@ class Dispatcher:
         self._write_outcomes()
         self._time_out()
         now = self._liveness.db_now()
+        self._start_begun(now)
         with self._lock:
             due = [] if self._closed else self._table.pop_due(now)
         if due:
@@ -278,6 +304,13 @@ class Dispatcher:
                     seconds,
                     stuck,
                 )
+
+    def _start_begun(self, now: datetime) -> None:
+        """Start the runs the loader claimed RUNNING: their start is written already."""
+        with self._lock:
+            begun, self._begun = self._begun, []
+        for run in begun:
+            self._run(run, now)
 
     def _start(self, due: list[Run], now: datetime) -> None:
         batch: list[Run] = []
@@ -404,7 +437,7 @@ class Dispatcher:
         delays: list[float] = []
         mono = self._clock.monotonic()
         with self._lock:
-            if self._outcomes:
+            if self._outcomes or self._begun:
                 return 0.0
             ready = self._table.next_ready()
             busy_since = self._table.busy_since()
@@ -432,6 +465,7 @@ class Dispatcher:
             self._poke()
         if self._thread.is_alive():
             self._thread.join()
+        self._start_begun(self._liveness.db_now())  # started in the database: they run
         with self._lock:
             waiting = self._table.drain()
         if waiting:

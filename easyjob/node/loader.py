@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from easyjob.core.config import NodeConfig
 from easyjob.core.planner import superseded
-from easyjob.core.records import ORIGIN_RUNTIME, Candidate
+from easyjob.core.records import ORIGIN_RUNTIME, Candidate, Run
 from easyjob.core.states import Misfire, Overlap
 from easyjob.core.strategies import ClusterView, Strategy, needs, overdue
 from easyjob.node.dispatcher import Dispatcher
@@ -157,7 +158,7 @@ class Loader(Loop):
         chosen = _spread(self._choose(mine, now), room, live, self._config.node_id)
         if not chosen:
             return len(self._foreign) > known_foreign  # read again without those tasks
-        won = self._store.runs.claim(self._config.node_id, chosen)
+        won = self._claim_chosen(chosen, mine, now)
         self.offered += len(chosen)
         self.lost += len(chosen) - len(won)
         self._metrics.claims(len(won), len(chosen) - len(won))
@@ -165,6 +166,26 @@ class Loader(Loop):
         # more at once: a full batch won, or some won from a full read (a backlog: the runs
         # lost to other nodes are theirs, the next read finds others)
         return len(won) == room or (bool(won) and len(pending) == limit)
+
+    def _claim_chosen(
+        self, chosen: list[Candidate], mine: list[Candidate], now: datetime
+    ) -> list[Run]:
+        """Claim *chosen*: the runs already due that a free worker here starts at once are
+        claimed and started in one write (:meth:`RunStore.claim_started`), the others are
+        claimed to wait in the timetable (then started at their time: two writes)."""
+        at_once = _startable_now(
+            chosen, mine, now, self._dispatcher.tasks_held(), self._dispatcher.startable()
+        )
+        node = self._config.node_id
+        won: list[Run] = []
+        if at_once:
+            serial = [c.id for c in at_once if c.overlap == Overlap.SERIAL]
+            won = self._store.runs.claim_started(node, at_once, exclusive=serial)
+        ids = {c.id for c in at_once}
+        rest = [c for c in chosen if c.id not in ids]
+        if rest:
+            won += self._store.runs.claim(node, rest)
+        return won
 
     def _supersede(self, candidates: list[Candidate], now: datetime) -> bool:
         """When the cluster is behind (a ``fire_once`` or ``skip`` run read here is due a
@@ -260,6 +281,26 @@ class Loader(Loop):
         late = overdue(shared, now, grace)
         ids = {c.id for c in picked}
         return picked + [c for c in late if c.id not in ids]
+
+
+def _startable_now(
+    chosen: list[Candidate], mine: list[Candidate], now: datetime, held: set[int], free: int
+) -> list[Candidate]:
+    """Of *chosen*, at most *free*, the runs to claim and start in one write: due by *now*,
+    overlap ``allow`` or ``serial`` (a ``skip`` run that finds its task busy must be
+    recorded SKIPPED: it takes the two-write way), the only run read of its task (the
+    dispatcher decides between fires of one task: superseded, gated), and of a task with no
+    run *held* here (its runs go through the timetable, in order)."""
+    per_task = Counter(c.task_id for c in mine)
+    out = [
+        c
+        for c in chosen
+        if c.due_time <= now
+        and c.overlap != Overlap.SKIP
+        and per_task[c.task_id] == 1
+        and c.task_id not in held
+    ]
+    return out[: max(0, free)]
 
 
 def _first_per_exclusive_task(candidates: list[Candidate]) -> list[Candidate]:

@@ -82,6 +82,18 @@ class Timetable:
             return None
         return max(self._since.values())
 
+    def tasks_held(self) -> set[int]:
+        """Tasks with a run here (waiting or running)."""
+        return {r.task_id for r in self._waiting.values()} | {
+            r.task_id for r in self._running.values()
+        }
+
+    def startable(self, now: datetime) -> int:
+        """Workers free at database time *now* once the waiting runs already due have
+        taken theirs: how many runs due now could start here at once."""
+        due = sum(1 for at in self._ready.values() if at <= now)
+        return max(0, self.free_workers() - due)
+
     def exclusive_tasks_waiting(self) -> set[int]:
         """Exclusive tasks with a run waiting here: the node claims no more of them (it
         holds at most one waiting run per exclusive task; later fires stay PENDING)."""
@@ -215,6 +227,13 @@ class Timetable:
 
     def _by_task(self, task_id: int) -> list[Run]:
         return [self._waiting[i] for i in self._of_task.get(task_id, ())]
+
+    def begin(self, run: Run) -> None:
+        """*run* was claimed and started in one write: it takes a worker slot (and the
+        head of its exclusive task) at once, until :meth:`started` then :meth:`finished`."""
+        self._running[run.id] = run
+        if run.overlap != Overlap.ALLOW:
+            self._head.setdefault(run.task_id, run.id)
 
     def started(self, run: Run, at: float) -> None:
         """*run* (popped) is RUNNING since monotonic time *at*, with the version the start

@@ -238,6 +238,16 @@ class RunStore(Protocol):
         version moved (another node claimed it) is not returned, and is no error."""
         ...
 
+    def claim_started(
+        self, node_id: str, candidates: Sequence[Candidate], *, exclusive: Collection[int] = ()
+    ) -> list[Run]:
+        """Claim and start *candidates* (due now) for *node_id* with one version-checked
+        UPDATE: PENDING -> RUNNING at version + 1, ``start_time`` = database time. Returns
+        exactly the runs won, in due order; a candidate whose version moved, or whose id is
+        in *exclusive* while another run of its task is RUNNING, is not returned (the latter
+        stays PENDING)."""
+        ...
+
     def claim_next(
         self, node_id: str, horizon: datetime, limit: int, exclude: Collection[int] = ()
     ) -> list[Run]:

@@ -288,6 +288,50 @@ class RunStore:
 
         return self._db.write("claim_runs", write, landed=landed)
 
+    def claim_started(
+        self, node_id: str, candidates: Sequence[Candidate], *, exclusive: Collection[int] = ()
+    ) -> list[Run]:
+        """Claim and start a batch of PENDING runs due now for *node_id* in one
+        version-checked UPDATE: PENDING -> RUNNING, version + 1, ``claim_time`` and
+        ``start_time`` set to database time. One row write where :meth:`claim` then
+        :meth:`start_many` make two: the loader's way for runs that are due when it reads
+        them and that a free worker of its node will start at once.
+
+        Returns exactly the runs this call won, RUNNING, in due order. A candidate whose
+        version moved (another node claimed it) is not returned; nor is one whose id is in
+        *exclusive* (overlap ``serial``) while another run of its task is RUNNING (the check
+        of :meth:`start_many`, in the same UPDATE): it stays PENDING, to be claimed once
+        that run has ended. Give at most one run per task of those."""
+        if not candidates:
+            return []
+        expected = {c.id: c.version for c in candidates}
+
+        def write(conn: sa.Connection) -> list[Run]:
+            stmt = (
+                d.update()
+                .where(
+                    at_versions(d, expected),
+                    status_is(d.c.status, str(RunStatus.PENDING)),
+                    _claimable_by(node_id),
+                    _overlap_free(exclusive),
+                )
+                .values(
+                    status=str(RunStatus.RUNNING),
+                    node_id=node_id,
+                    version=d.c.version + 1,
+                    claim_time=db_now(),
+                    start_time=db_now(),
+                )
+            )
+            won = self._db.winners(conn, stmt, d, expected)
+            return self._runs(conn, won) if won else []
+
+        def landed(conn: sa.Connection) -> list[Run] | None:
+            won = _moved(conn, expected, RunStatus.RUNNING, node_id)
+            return self._runs(conn, won) if won else None
+
+        return self._db.write("claim_started_runs", write, landed=landed)
+
     def claim_next(
         self, node_id: str, horizon: datetime, limit: int, exclude: Collection[int] = ()
     ) -> list[Run]:
@@ -372,15 +416,7 @@ class RunStore:
             return {}
         node = _one_node(runs, RunStatus.RUNNING)
         expected = {r.id: r.version for r in runs}
-        other = d.alias("other")
-        busy = sa.exists().where(
-            other.c.task_id == d.c.task_id,
-            other.c.status == str(RunStatus.RUNNING),
-            other.c.id != d.c.id,
-            # the shards of one fire run side by side; a later fire waits for them all
-            sa.or_(d.c.shards == 1, other.c.fire_time != d.c.fire_time),
-        )
-        free = sa.or_(d.c.id.not_in(list(exclusive)), ~busy) if exclusive else sa.true()
+        free = _overlap_free(exclusive)
 
         def write(conn: sa.Connection) -> Starts:
             stmt = (
@@ -814,6 +850,22 @@ def _one_node(runs: Sequence[Run], status: RunStatus) -> str:
 def _unchanged(conn: sa.Connection, runs: Sequence[Run]) -> list[int]:
     """Ids of *runs* whose rows still hold the version, status and node the runs carry."""
     return _rows_at(conn, {r.id: r.version for r in runs}, runs[0].status, runs[0].node_id)
+
+
+def _overlap_free(exclusive: Collection[int]) -> sa.ColumnElement[bool]:
+    """The rows of a batch start that may start: those not in *exclusive* (run ids of
+    ``serial``/``skip`` tasks), and those that are, while no other run of their task is
+    RUNNING (the shards of one fire run side by side; a later fire waits for them all)."""
+    if not exclusive:
+        return sa.true()
+    other = d.alias("other")
+    busy = sa.exists().where(
+        other.c.task_id == d.c.task_id,
+        other.c.status == str(RunStatus.RUNNING),
+        other.c.id != d.c.id,
+        sa.or_(d.c.shards == 1, other.c.fire_time != d.c.fire_time),
+    )
+    return sa.or_(d.c.id.not_in(list(exclusive)), ~busy)
 
 
 def _claimable_by(node_id: str) -> sa.ColumnElement[bool]:

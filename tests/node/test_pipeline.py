@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import sqlalchemy as sa
+
 from easyjob.core.states import RunStatus, TaskStatus
 from easyjob.registry import Registry
+from easyjob.store.schema import task_detail_table as d
 from tests.node.conftest import Rig, task
 
 
@@ -217,3 +220,41 @@ def test_a_timed_out_job_is_failed_and_counted_stuck_until_it_returns(
     node.tick(0.1)
     assert node.node.dispatcher.counts()["stuck"] == 0
     assert [r.status for r in node.history("hang")] == [RunStatus.FAILED]
+
+
+def _versions(node: Rig, status: RunStatus) -> list[int]:
+    """The versions of the run rows in *status*: each write of a run row after its insert
+    moves its version on by one."""
+    query = sa.select(d.c.version).where(d.c.status == str(status))
+    return list(node.store.db.read("test", lambda conn: conn.scalars(query).all()))
+
+
+def test_a_run_due_when_claimed_is_claimed_and_started_in_one_write(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    task(registry, "manual", "0 0 0 1 6 *", overlap="allow")  # no fire in the test
+    node = rig()
+    node.tick()
+    run_id = node.store.tasks.trigger("manual")
+    (fresh,) = _versions(node, RunStatus.PENDING)
+    node.tick()
+    (row,) = node.history("manual")
+    assert (row.id, row.status) == (run_id, RunStatus.SUCCESS)
+    assert _versions(node, RunStatus.SUCCESS) == [fresh + 2]  # claimed+started, then ended
+
+
+def test_runs_claimed_at_their_fire_time_take_three_run_row_writes_each(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    """Claimed no earlier than due (a lookahead of 1 ms): each run of an every-second task,
+    serial (the default) or not, is claimed and started in one write, then ended: with its
+    fire, three writes of its row (a run claimed ahead takes one more: claim, then start)."""
+    task(registry, "a")
+    task(registry, "b", overlap="allow")
+    node = rig(lookahead=0.001)
+    fresh = 0  # a run row is inserted at version 0
+    node.run_for(10)
+    assert node.statuses("a").get(RunStatus.SUCCESS, 0) >= 9
+    assert node.statuses("b").get(RunStatus.SUCCESS, 0) >= 9
+    assert set(_versions(node, RunStatus.SUCCESS)) == {fresh + 2}
+    assert all(ms >= 0 for ms in node.lateness_ms("a") + node.lateness_ms("b"))

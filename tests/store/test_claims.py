@@ -254,3 +254,33 @@ def test_a_batch_claim_in_flight_does_not_hold_up_a_claim_of_other_runs(store: S
         thread.start()
         thread.join(20)
         assert done == [run_ids[2:]], "the second claim waited for the first one's locks"
+
+
+def test_a_run_due_now_is_claimed_and_started_in_one_write(store: Store) -> None:
+    run_ids = make_pending(store, fires=3)
+    candidates = _candidates(store, run_ids)
+    runs = store.runs.claim_started("node-a", candidates[:2])
+    assert [(r.id, r.status, r.version, r.node_id) for r in runs] == [
+        (c.id, RunStatus.RUNNING, c.version + 1, "node-a") for c in candidates[:2]
+    ]
+    row = _row(store, run_ids[0])
+    assert row["status"] == "RUNNING" and row["start_time"] is not None
+    assert row["claim_time"] is not None and row["claim_time"] <= row["start_time"]
+    # the same versions again: only the run nobody took is won
+    (third,) = store.runs.claim_started("node-b", candidates)
+    assert (third.id, third.node_id) == (run_ids[2], "node-b")
+    assert store.runs.claim("node-c", candidates) == []
+    # fenced like any start: a stale version finishes nothing, the current one does
+    assert store.runs.finish_many([replace(runs[0], version=candidates[0].version)]) == set()
+    assert store.runs.finish_many(runs) == set(run_ids[:2])
+
+
+def test_a_serial_run_is_not_claimed_started_while_its_task_runs(store: Store) -> None:
+    run_ids = make_pending(store, fires=2)
+    first, second = _candidates(store, run_ids)
+    (running,) = store.runs.claim_started("node-a", [first], exclusive={first.id})
+    assert store.runs.claim_started("node-b", [second], exclusive={second.id}) == []
+    assert _row(store, second.id)["status"] == "PENDING"  # left for later, not lost
+    assert store.runs.finish(running)
+    (started,) = store.runs.claim_started("node-b", [second], exclusive={second.id})
+    assert started.status == RunStatus.RUNNING

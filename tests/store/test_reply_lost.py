@@ -80,6 +80,18 @@ def test_a_claim_whose_reply_was_lost_returns_the_runs_it_won(
     assert store.runs.claim("node-b", candidates) == []
 
 
+def test_a_claim_and_start_whose_reply_was_lost_returns_the_runs_it_started(
+    store: Store, lose: ReplyLost
+) -> None:
+    ids = make_pending(store, fires=3)
+    candidates = _candidates(store, ids)
+    lose.arm()
+    won = store.runs.claim_started("node-a", candidates)
+    assert lose.lost == 1
+    assert [(r.id, r.status) for r in won] == [(i, RunStatus.RUNNING) for i in ids]
+    assert store.runs.claim_started("node-b", candidates) == []
+
+
 def test_a_start_whose_reply_was_lost_reports_the_runs_started(
     store: Store, lose: ReplyLost
 ) -> None:

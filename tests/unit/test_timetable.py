@@ -149,3 +149,20 @@ def test_no_room_while_a_run_ready_a_poll_ago_has_not_started() -> None:
     assert table.room(room, now=0.0, behind_before=at(2)) == 0  # a second late, not started
     table.pop_due(at(2))
     assert table.room(room, now=0.0, behind_before=at(2)) == 998  # started: room again
+
+
+def test_a_run_claimed_started_takes_its_worker_and_heads_its_serial_task() -> None:
+    table = Timetable(workers=3)
+    waiting = [run(1, 0), run(2, 5)]
+    table.add(waiting, T0)
+    assert table.startable(at(1)) == 2  # three free, one of them for the run already due
+    begun = replace(run(3, 1, Overlap.SERIAL), status=RunStatus.RUNNING)
+    later = run(3, 2, Overlap.SERIAL)
+    table.begin(begun)
+    table.add([later], T0)
+    assert table.startable(at(1)) == 1 and table.tasks_held() == {1, 2, 3}
+    table.started(begun, 0.0)
+    assert table.pop_due(at(3)) == [waiting[0]]  # the serial run waits behind the begun one
+    table.finished(begun.id, 1.0)
+    assert table.pop_due(at(3)) == [later]
+    assert table.startable(at(3)) == 1 and table.running == 2
