@@ -277,7 +277,7 @@ class ClaimProtocol(RuleBasedStateMachine):
 
     # -- polling and claiming -----------------------------------------------------------------
 
-    def _claim(self, node: Node, picks: list[int]) -> None:
+    def _claim(self, node: Node, picks: list[int], started: bool = False) -> None:
         offer = [c.id for c in node.polled]
         if not offer:
             return
@@ -288,7 +288,11 @@ class ClaimProtocol(RuleBasedStateMachine):
             for c in batch
             if (self.rows[c.id].status, self.rows[c.id].version) == (PENDING, c.version)
         }
-        won = self.store.runs.claim(node.name, batch)
+        if started:  # claimed and started in one write (a run due when claimed)
+            won = self.store.runs.claim_started(node.name, batch)
+        else:
+            won = self.store.runs.claim(node.name, batch)
+        status = RUNNING if started else CLAIMED
         assert len(won) == len({r.id for r in won}), f"a run was reported won twice: {won}"
         assert {r.id for r in won} == expected, (
             f"fencing: claim of {[(c.id, c.version) for c in batch]} by {node.name} won "
@@ -296,19 +300,19 @@ class ClaimProtocol(RuleBasedStateMachine):
         )
         for run in won:
             row = self.rows[run.id]
-            row.status, row.version, row.node_id = CLAIMED, row.version + 1, node.name
-            assert (run.status, run.version, run.node_id) == (CLAIMED, row.version, node.name)
+            row.status, row.version, row.node_id = status, row.version + 1, node.name
+            assert (run.status, run.version, run.node_id) == (status, row.version, node.name)
             node.tokens[run.id] = run
 
     def _pending(self) -> bool:
         return any(r.status == PENDING for r in self.rows.values())
 
     @precondition(lambda self: self._pending() or any(self.nodes[x].polled for x in self._awake()))
-    @rule(node=NODE, picks=PICKS, poll=st.booleans())
-    def loader_pass(self, node: int, picks: list[int], poll: bool) -> None:
+    @rule(node=NODE, picks=PICKS, poll=st.booleans(), started=st.booleans())
+    def loader_pass(self, node: int, picks: list[int], poll: bool, started: bool) -> None:
         """The node polls the PENDING runs (or, unless *poll*, reuses its last poll, which may
         be outdated: others, or itself, may have claimed some of it since) and claims a batch
-        of what it found."""
+        of what it found (with *started*, claimed and started in one write)."""
         loader = self._node(self._awake(), node)
         if loader is None:
             return
@@ -317,7 +321,7 @@ class ClaimProtocol(RuleBasedStateMachine):
             expected = {i: r.version for i, r in self.rows.items() if r.status == PENDING}
             assert {c.id: c.version for c in found} == expected, "pending() is not PENDING rows"
             loader.polled = sorted(found, key=lambda c: c.id)  # by id: due order is time-bound
-        self._claim(loader, picks)
+        self._claim(loader, picks, started)
 
     # -- writes with a token ------------------------------------------------------------------
 
