@@ -10,10 +10,12 @@ first in the next round. Each round of the thread (:meth:`step`):
 2. writes a timeout for each job past its task's timeout: the run is FAILED (or retried)
    at once and its cancellation flag set; the thread cannot be killed, so it keeps its
    worker, counted as *stuck*, until the function returns;
-3. starts the runs whose time has come, in one version-checked batch, after the misfire
-   policy: under ``fire_once`` and ``skip`` a run is MISSED when a later fire of its task,
-   due too, waits here (it was superseded: the latest runs once), and under ``skip`` when
-   it is later than its task's grace; ``catch_up`` runs all;
+3. starts the runs whose time comes within :data:`LEAD`, in one version-checked batch
+   written that much ahead (the write is off the start's path: each function is called
+   at its run's due time, never before), after the misfire policy: under ``fire_once``
+   and ``skip`` a run is MISSED when a later fire of its task, due too, waits here (it
+   was superseded: the latest runs once), and under ``skip`` when it is later than its
+   task's grace; ``catch_up`` runs all;
 4. hands back (version-checked release) runs that are due but found no free worker
    within the node's overdue grace, so that another node may take them.
 
@@ -24,6 +26,7 @@ success, a final failure or a miss is written, its event goes to the node's
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -50,6 +53,12 @@ from easyjob.store.contract import BLOCKED, Store
 __all__ = ["Dispatcher"]
 
 log = logging.getLogger("easyjob.dispatcher")
+
+#: How far ahead of their due time runs are written RUNNING. The function is called at the
+#: due time; the write (a few ms on an idle database, more while another write of the node
+#: holds SQLite's lock) is done by then. A run whose write outlasts this starts when the
+#: write returns, late by the difference.
+LEAD = timedelta(milliseconds=20)
 
 
 @dataclass
@@ -95,6 +104,7 @@ class Dispatcher:
         self._table = Timetable(config.workers)
         self._outcomes: list[tuple[Run, Outcome, float]] = []
         self._begun: list[Run] = []  # claimed RUNNING by the loader, to start now
+        self._releasing: list[tuple[datetime, int, Run]] = []  # written RUNNING, due later
         self._active: dict[int, _Active] = {}
         self._poked = False
         self._closed = False
@@ -221,8 +231,9 @@ class Dispatcher:
         self._time_out()
         now = self._liveness.db_now()
         self._start_begun(now)
+        self._release(now)
         with self._lock:
-            due = [] if self._closed else self._table.pop_due(now)
+            due = [] if self._closed else self._table.pop_due(now + LEAD)
         if due:
             self._start(due, now)
         self._hand_back(now)
@@ -312,6 +323,13 @@ class Dispatcher:
         for run in begun:
             self._run(run, now)
 
+    def _release(self, now: datetime, *, all_: bool = False) -> None:
+        """Call the functions of the runs written RUNNING ahead whose due time has come
+        (with *all_*, every one: the node is stopping and they are started)."""
+        while self._releasing and (all_ or self._releasing[0][0] <= now):
+            _, _, run = heapq.heappop(self._releasing)
+            self._run(run, now)
+
     def _start(self, due: list[Run], now: datetime) -> None:
         batch: list[Run] = []
         newest: dict[tuple[int, int, str | None], datetime] = {}  # the latest due cron fires
@@ -341,9 +359,12 @@ class Dispatcher:
         started = self.writer.start(batch, exclusive)
         retry_at = now + self._retry
         skipped: list[tuple[Run, str]] = []
+        now = self._liveness.db_now()
         for run in batch:
             result = None if started is None else started.get(run.id)
-            if isinstance(result, Run):
+            if isinstance(result, Run) and result.due_time > now:
+                heapq.heappush(self._releasing, (result.due_time, result.id, result))
+            elif isinstance(result, Run):
                 self._run(result, now)
             elif result is BLOCKED and run.overlap == Overlap.SKIP:
                 skipped.append((run, "skipped: the previous run is still running"))
@@ -439,10 +460,12 @@ class Dispatcher:
         with self._lock:
             if self._outcomes or self._begun:
                 return 0.0
+            if self._releasing:
+                delays.append((self._releasing[0][0] - now).total_seconds())
             ready = self._table.next_ready()
             busy_since = self._table.busy_since()
             if busy_since is None and ready is not None:
-                delays.append((ready - now).total_seconds())
+                delays.append((ready - LEAD - now).total_seconds())
             elif busy_since is not None and ready is not None:
                 check = busy_since + self._grace.total_seconds() - mono
                 if check > 0:
@@ -466,6 +489,7 @@ class Dispatcher:
         if self._thread.is_alive():
             self._thread.join()
         self._start_begun(self._liveness.db_now())  # started in the database: they run
+        self._release(self._liveness.db_now(), all_=True)
         with self._lock:
             waiting = self._table.drain()
         if waiting:

@@ -404,6 +404,8 @@ class RunStore:
 
     def start_many(self, runs: Sequence[Run], *, exclusive: Collection[int]) -> Starts:
         """Start a batch of CLAIMED runs of one node with one version-checked UPDATE.
+        ``start_time`` is database time, or the run's due time when the write comes ahead
+        of it (the node writes starts a little early and calls the function at that time).
 
         Returns, per run id, the RUNNING run (version + 1), :data:`BLOCKED`, or None when
         fenced (taken over meanwhile). A run whose id is in *exclusive* (overlap ``serial``
@@ -422,7 +424,12 @@ class RunStore:
             stmt = (
                 d.update()
                 .where(_held_at(expected, RunStatus.CLAIMED, node), free)
-                .values(status=str(RunStatus.RUNNING), version=d.c.version + 1, start_time=db_now())
+                .values(
+                    status=str(RunStatus.RUNNING),
+                    version=d.c.version + 1,
+                    # written ahead of its due time, a run starts at it (the node waits)
+                    start_time=sa.case((d.c.due_time > db_now(), d.c.due_time), else_=db_now()),
+                )
             )
             return outcome(conn, set(self._db.winners(conn, stmt, d, expected)))
 

@@ -258,3 +258,20 @@ def test_runs_claimed_at_their_fire_time_take_three_run_row_writes_each(
     assert node.statuses("b").get(RunStatus.SUCCESS, 0) >= 9
     assert set(_versions(node, RunStatus.SUCCESS)) == {fresh + 2}
     assert all(ms >= 0 for ms in node.lateness_ms("a") + node.lateness_ms("b"))
+
+
+def test_a_start_is_written_ahead_and_the_function_called_at_the_due_time(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    """The start write is off the start's path: made up to LEAD before the fire (the row
+    says RUNNING, started at the fire time), the call waits for the fire time itself."""
+    task(registry, "t")
+    node = rig()
+    node.tick()  # claimed ahead: the fire at 00:00:01 waits
+    node.keep = lambda name: True  # calls stay on the pool, to be seen
+    node.tick(0.49)  # 10 ms before the fire
+    (row,) = [r for r in node.history("t") if r.status == RunStatus.RUNNING]
+    assert row.start_time == row.fire_time
+    assert node.pool.running() == []  # written, not called
+    node.tick(0.01)
+    assert node.pool.running() == ["t"]
