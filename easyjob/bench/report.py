@@ -43,7 +43,7 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
             f"plus {trials[0].idle_tasks:,} registered tasks that never fire in the window"
         )
     lines.append(
-        "runs/s and lateness (start_time - fire_time, database time) over the steady window; "
+        "runs/s and lateness (from the fire time to the call of the job) over the steady window; "
         "lost = claim races lost; rt/run = statements + commits per completed run; "
         "rt/s/node = statements + commits per second per node; cpu ms/run = the nodes' CPU "
         "over the trial per run of the window; stale = runs PENDING or CLAIMED longer than "

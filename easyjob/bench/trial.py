@@ -25,14 +25,25 @@ from easyjob.store import Store, contract
 __all__ = ["TrialConfig", "run_trial"]
 
 _JOBS_MODULE = "bench_jobs"
-_JOBS = '''"""No-op tasks written by `easyjob bench`."""
+_JOBS = '''"""No-op tasks written by `easyjob bench`: each notes when it was called."""
+import atexit
+import json
 import os
+import time
 
 from easyjob import scheduled
 
+_calls = []  # (fire time, call time), epoch seconds
 
-def noop() -> None:
-    pass
+
+def noop(ctx) -> None:
+    _calls.append((ctx.fire_time.timestamp(), time.time()))
+
+
+@atexit.register
+def _save() -> None:
+    with open(os.environ["EASYJOB_BENCH_CALLS"], "w", encoding="utf-8") as out:
+        json.dump(_calls, out)
 
 
 for _i in range(int(os.environ["EASYJOB_BENCH_TASKS"])):
@@ -110,6 +121,7 @@ def run_trial(
             if urls:
                 progress(f"{scraper.scrapes} scrapes of /metrics, {scraper.failures} failed")
             stats = _stop(nodes, workdir)
+            calls = _calls(workdir, len(nodes))
         finally:
             for proc in nodes:
                 if proc.poll() is None:
@@ -126,6 +138,7 @@ def run_trial(
             claim_mode=config.claim_mode,
             settings=config.settings,
             stale_at_end=stale,
+            calls=calls,
         )
     finally:
         store.close()
@@ -157,6 +170,8 @@ def _start_nodes(
     for i in range(config.nodes):
         stats = workdir / f"stats-{i}.json"
         stats.unlink(missing_ok=True)
+        calls = workdir / f"calls-{i}.json"
+        calls.unlink(missing_ok=True)
         argv = [
             sys.executable,
             "-m",
@@ -184,7 +199,8 @@ def _start_nodes(
             argv += ["--http", f"127.0.0.1:{port}"]
             urls.append(f"http://127.0.0.1:{port}")
         log = (workdir / f"node-{i}.log").open("wb")
-        procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT))
+        node_env = {**env, "EASYJOB_BENCH_CALLS": str(calls)}
+        procs.append(subprocess.Popen(argv, env=node_env, stdout=log, stderr=subprocess.STDOUT))
         log.close()
     return procs, urls
 
@@ -256,3 +272,13 @@ def _stop(procs: list[subprocess.Popen[bytes]], workdir: Path) -> list[dict[str,
         if path.exists():
             stats.append(json.loads(path.read_text(encoding="utf-8")))
     return stats
+
+
+def _calls(workdir: Path, nodes: int) -> list[tuple[float, float]]:
+    """Every node's ``(fire time, call time)`` of its job calls (epoch seconds)."""
+    calls: list[tuple[float, float]] = []
+    for i in range(nodes):
+        path = workdir / f"calls-{i}.json"
+        if path.exists():
+            calls += [(fire, at) for fire, at in json.loads(path.read_text(encoding="utf-8"))]
+    return calls

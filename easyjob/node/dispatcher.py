@@ -60,6 +60,11 @@ log = logging.getLogger("easyjob.dispatcher")
 #: write returns, late by the difference.
 LEAD = timedelta(milliseconds=20)
 
+#: How far ahead of its due time a run started ahead goes to its worker thread, which
+#: then waits for that time itself: the hand-off between threads (a few ms when several
+#: runs are due together) is off the start's path too.
+HANDOFF = timedelta(milliseconds=5)
+
 
 @dataclass
 class _Active:
@@ -237,7 +242,7 @@ class Dispatcher:
         if due:
             self._start(due, now)
         self._hand_back(now)
-        return self._next_delay(now)
+        return self._next_delay(self._liveness.db_now())  # now: this round took time
 
     def _write_outcomes(self) -> None:
         with self._lock:
@@ -326,7 +331,7 @@ class Dispatcher:
     def _release(self, now: datetime, *, all_: bool = False) -> None:
         """Call the functions of the runs written RUNNING ahead whose due time has come
         (with *all_*, every one: the node is stopping and they are started)."""
-        while self._releasing and (all_ or self._releasing[0][0] <= now):
+        while self._releasing and (all_ or self._releasing[0][0] - HANDOFF <= now):
             _, _, run = heapq.heappop(self._releasing)
             self._run(run, now)
 
@@ -412,14 +417,18 @@ class Dispatcher:
         )
 
     def _run(self, run: Run, now: datetime) -> None:
-        self._metrics.run_started(run.task_name, (now - run.due_time).total_seconds())
+        """Hand *run* (RUNNING) to a worker, which calls its function at its due time
+        (at once if that has come by database time *now*)."""
+        wait = max(0.0, (run.due_time - now).total_seconds())
+        self._metrics.run_started(run.task_name, max(0.0, (now - run.due_time).total_seconds()))
+        at = self._clock.monotonic() + wait
         timeout = run.timeout_ms / 1000 if run.timeout_ms else None
-        deadline = None if timeout is None else self._clock.monotonic() + timeout
+        deadline = None if timeout is None else at + timeout
         active = _Active(run, deadline)
         with self._lock:
-            self._table.started(run, self._clock.monotonic())
+            self._table.started(run, at)
             self._active[run.id] = active
-        self.jobs.submit(run, active.cancel)
+        self.jobs.submit(run, active.cancel, at=at if wait else None)
 
     def _event(self, kind: EventKind, run: Run, outcome: Outcome, seconds: float | None) -> None:
         if not self.hooks.wants(run.task_name, kind):
@@ -461,7 +470,7 @@ class Dispatcher:
             if self._outcomes or self._begun:
                 return 0.0
             if self._releasing:
-                delays.append((self._releasing[0][0] - now).total_seconds())
+                delays.append((self._releasing[0][0] - HANDOFF - now).total_seconds())
             ready = self._table.next_ready()
             busy_since = self._table.busy_since()
             if busy_since is None and ready is not None:

@@ -26,6 +26,7 @@ import inspect
 import logging
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
@@ -114,13 +115,17 @@ class JobRunner:
         entry = self._tasks.get(run.task_name)
         return entry if entry is not None and entry.spec.func == run.func else None
 
-    def submit(self, run: Run, cancelled: CancelFlag) -> None:
-        self._pool.submit(self._call, run, cancelled)
+    def submit(self, run: Run, cancelled: CancelFlag, *, at: float | None = None) -> None:
+        """Call *run*'s function on a worker, at monotonic time *at* if given (the worker
+        waits for it: a hand-off ahead of the time keeps the thread switch off the start)."""
+        self._pool.submit(self._call, run, cancelled, at)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def _call(self, run: Run, cancelled: CancelFlag) -> None:
+    def _call(self, run: Run, cancelled: CancelFlag, at: float | None = None) -> None:
+        if at is not None and (wait := at - self._clock.monotonic()) > 0:
+            time.sleep(wait)  # a few ms at most (HANDOFF); a fake clock never waits here
         began = self._clock.monotonic()
         try:
             outcome = succeeded(self.call(run, cancelled))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import deque
 from datetime import datetime, timedelta
 
 from easyjob.clock import Clock
@@ -14,6 +15,13 @@ __all__ = ["Liveness"]
 #: followed; a slow heartbeat reply, which makes the rate look lower, delays starts by at
 #: most 2 % of the time since the last heartbeat.
 _MIN_RATE = 0.98
+
+#: Heartbeats whose database times bound :meth:`Liveness.db_now` (the tightest is used).
+_BOUNDS = 8
+#: Heartbeats over which the rate of database time is measured: over one heartbeat, the
+#: jitter of two replies (a few ms) reads as a slow rate, and the estimate fell behind by
+#: as much again before the next one; over a minute the same jitter is negligible.
+_RATE_SPAN = 64
 
 
 class Liveness:
@@ -29,15 +37,19 @@ class Liveness:
     - *offset*: this node's wall clock minus the database's, for operators.
     """
 
-    def __init__(self, clock: Clock, heartbeat_s: float, dead_threshold: timedelta) -> None:
+    def __init__(
+        self, clock: Clock, heartbeat_s: float, dead_threshold: timedelta, *, local: bool = False
+    ) -> None:
         self._clock = clock
+        self._local = local  # database time is *clock* itself (SQLite)
         self._heartbeat_s = heartbeat_s
         self._dead_s = dead_threshold.total_seconds()
         self._lock = threading.Lock()
         self._offset = timedelta(0)
         self._last_ok: float | None = None
         self._stable_since: float | None = None
-        self._anchor: tuple[datetime, float] | None = None  # (database time, monotonic)
+        #: (database time, monotonic time its reply came), the latest last
+        self._anchors: deque[tuple[datetime, float]] = deque(maxlen=_RATE_SPAN)
         self._rate = 1.0
 
     def beat(self, db_time: datetime, sent: datetime, received: datetime) -> None:
@@ -49,12 +61,15 @@ class Liveness:
             missed = self._last_ok is None or now - self._last_ok > 1.5 * self._heartbeat_s
             if missed:
                 self._stable_since = now
-            if self._anchor is not None and now - self._anchor[1] > 0.5 * self._heartbeat_s:
-                rate = (db_time - self._anchor[0]).total_seconds() / (now - self._anchor[1])
+            if missed:  # after a stall, measure afresh
+                self._anchors.clear()
+            if self._anchors and now - self._anchors[0][1] > 0.5 * self._heartbeat_s:
+                first_db, first_at = self._anchors[0]
+                rate = (db_time - first_db).total_seconds() / (now - first_at)
                 self._rate = min(1.0, max(_MIN_RATE, rate))
             self._last_ok = now
             self._offset = offset
-            self._anchor = (db_time, now)
+            self._anchors.append((db_time, now))
 
     @property
     def offset(self) -> timedelta:
@@ -63,20 +78,26 @@ class Liveness:
             return self._offset
 
     def db_now(self) -> datetime:
-        """A lower bound of the database's current time: the time it last reported (in the
+        """A lower bound of the database's current time: a time it reported (in a
         heartbeat's reply, so it was read before this node got the reply) plus the
-        monotonic seconds since, at the rate database time was seen to pass (at most 1).
+        monotonic seconds since, at the rate database time was seen to pass (at most 1,
+        measured over up to the last ``_RATE_SPAN`` heartbeats); of the last ``_BOUNDS``
+        heartbeats, the one that gives the latest time (its reply came quickest).
 
         The wall clock is not used, so a node whose clock is stepped between heartbeats
         keeps its estimate; a run held until ``db_now() >= due_time`` never starts before
         its fire time in database time, whatever the round trip or the node's clock. It
-        starts late by at most the heartbeat's round trip, and by the rate's error."""
+        starts late by at most the quickest recent heartbeat's round trip, and by the
+        rate's error. Where database time is this node's own clock (SQLite), it is that
+        clock's time."""
+        if self._local:
+            return self._clock.now()
         with self._lock:
-            anchor, rate = self._anchor, self._rate
-        if anchor is None:
+            recent, rate = list(self._anchors)[-_BOUNDS:], self._rate
+        if not recent:
             return self._clock.now() - self.offset
-        db_time, at = anchor
-        return db_time + timedelta(seconds=(self._clock.monotonic() - at) * rate)
+        mono = self._clock.monotonic()
+        return max(db_time + timedelta(seconds=(mono - at) * rate) for db_time, at in recent)
 
     def heartbeat_age(self) -> float | None:
         """Seconds (monotonic) since the last heartbeat the database accepted; None before

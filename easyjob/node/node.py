@@ -81,7 +81,12 @@ class Node:
         self.log = ContextLogger(
             logging.getLogger("easyjob.node"), {"node_id": self.config.node_id}
         )
-        self.liveness = Liveness(self.clock, self.config.heartbeat, self.config.dead_threshold)
+        self.liveness = Liveness(
+            self.clock,
+            self.config.heartbeat,
+            self.config.dead_threshold,
+            local=store.local_clock,
+        )
         self.membership = Membership()
         self._stopped = threading.Event()
         self._stop_requested = threading.Event()

@@ -85,6 +85,11 @@ class Store:
         """Raise ConfigError naming the database unless the skip_locked mode is offered."""
         self.db.require_skip_locked()
 
+    @property
+    def local_clock(self) -> bool:
+        """Whether database time is this process's clock (SQLite: no server clock)."""
+        return self.db.backend.local_clock
+
     def now(self) -> datetime:
         """The database's current time (aware UTC)."""
         now: datetime = self.db.now()

@@ -554,6 +554,11 @@ class Store(Protocol):
         """Raise ConfigError naming the database unless :attr:`skip_locked`."""
         ...
 
+    @property
+    def local_clock(self) -> bool:
+        """Whether database time is this process's own clock (SQLite), not a server's."""
+        ...
+
     def now(self) -> datetime:
         """The database's current time (aware UTC)."""
         ...

@@ -71,3 +71,28 @@ def test_node_config_validates_and_states_its_failover_bound() -> None:
     with pytest.raises(ConfigError, match="dead_after must be at least 2 heartbeats, got 1"):
         NodeConfig(dead_after=1)
     assert NodeConfig().node_id.count("-") >= 2
+
+
+def test_database_time_bound_follows_the_quickest_recent_reply_and_never_leads() -> None:
+    """Replies taking 0 to 4 ms: the bound lags the database by the quickest recent reply,
+    not by the slowest, and the jitter does not read as a slow database clock."""
+    clock = FakeClock(DB)  # the database's clock is this one: no skew
+    live = Liveness(clock, heartbeat_s=1.0, dead_threshold=timedelta(seconds=3))
+    worst = timedelta(0)
+    for i in range(40):
+        sent = read = clock.now()
+        clock.advance(0.004 if i % 3 else 0.0)  # the reply's way back
+        live.beat(read, sent, clock.now())
+        for _ in range(10):
+            clock.advance(0.0996 if i % 3 else 0.1)
+            lag = clock.now() - live.db_now()
+            assert lag >= timedelta(0), "database time must never be overestimated"
+            worst = max(worst, lag) if i >= 10 else worst
+    assert worst < timedelta(milliseconds=1.5), worst  # the slow replies took 4 ms
+
+
+def test_where_database_time_is_the_nodes_own_clock_it_is_read_directly() -> None:
+    clock = FakeClock(DB)
+    live = Liveness(clock, heartbeat_s=1.0, dead_threshold=timedelta(seconds=3), local=True)
+    clock.advance(5.0)
+    assert live.db_now() == clock.now()

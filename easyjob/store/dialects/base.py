@@ -54,6 +54,8 @@ class Dialect:
     example_url: ClassVar[str]
     #: Whether the ``skip_locked`` claim mode is offered (see each dialect for why).
     skip_locked: ClassVar[bool] = False
+    #: Whether database time is the calling process's own clock (no server clock).
+    local_clock: ClassVar[bool] = False
 
     # -- URLs and connections ---------------------------------------------------------------
 

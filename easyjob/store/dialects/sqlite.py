@@ -47,6 +47,7 @@ class SQLiteDialect(Dialect):
     driver = "sqlite"
     driver_module = "sqlite3"
     example_url = "sqlite:///FILE"
+    local_clock = True
 
     def check_url(self, url: URL) -> str | None:
         if url.database in (None, "", ":memory:"):
