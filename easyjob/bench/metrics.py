@@ -5,14 +5,19 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from easyjob.bench.cpu_window import WindowCpu
 from easyjob.core.cron import CronSchedule
 from easyjob.store.contract import Store
+from easyjob.store.schema import task_detail_table, task_table
 
-__all__ = ["TrialFigures", "measure", "percentile"]
+__all__ = ["RUNS_TABLE", "TASKS_TABLE", "TrialFigures", "measure", "percentile"]
+
+RUNS_TABLE = task_detail_table.name
+TASKS_TABLE = task_table.name
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,22 @@ class TrialFigures:
     #: runs PENDING or CLAIMED longer than their task's misfire grace when the window
     #: ended: 0 when the misfire policy kept up with what the cluster could not run
     stale_at_end: int = 0
+    #: rows the nodes' statements inserted, updated or deleted per completed run: all
+    #: tables, the runs table (``easy_job_task_detail``) and the tasks table (``easy_job_task``)
+    rows_per_run: float = 0.0
+    run_rows_per_run: float = 0.0
+    task_rows_per_run: float = 0.0
+    #: rows written over the trial by table, all nodes
+    rows_written: dict[str, int] = field(default_factory=dict)
+    #: the nodes' CPU over the window (read from /proc) per run of the window, milliseconds
+    window_cpu_ms_per_run: float | None = None
+    #: the database server's CPU over the window (its process tree, read from /proc): per
+    #: run of the window in milliseconds, and in all in seconds; None where not measured
+    #: (SQLite: its work is inside the nodes' CPU; a server not found here), ``db_cpu_note``
+    #: says why, or which process was read
+    db_cpu_ms_per_run: float | None = None
+    db_cpu_s: float | None = None
+    db_cpu_note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,6 +94,7 @@ def measure(
     claim_mode: str = "optimistic",
     settings: str = "default",
     stale_at_end: int = 0,
+    window_cpu: WindowCpu | None = None,
 ) -> TrialFigures:
     """Figures for fires scheduled in [start, end]: every task fires on *cron*."""
     fires = CronSchedule.parse(cron).fires_between(start, end, limit=10_000_000)
@@ -86,6 +108,8 @@ def measure(
     statements = sum(s.get("statements", 0) for s in node_stats)
     commits = sum(s.get("commits", 0) for s in node_stats)
     node_seconds = sum(s.get("uptime_s", 0.0) for s in node_stats) or 1.0
+    written = _rows_written(node_stats)
+    cpu = window_cpu or WindowCpu(None, None, "")
     return TrialFigures(
         nodes=len(node_stats),
         tasks=tasks,
@@ -115,4 +139,26 @@ def measure(
         window_end=end.isoformat(),
         cpu_ms_per_run=round(1000 * sum(s.get("cpu_s", 0.0) for s in node_stats) / runs_total, 4),
         stale_at_end=stale_at_end,
+        rows_per_run=round(sum(written.values()) / runs_total, 2),
+        run_rows_per_run=round(written.get(RUNS_TABLE, 0) / runs_total, 2),
+        task_rows_per_run=round(written.get(TASKS_TABLE, 0) / runs_total, 2),
+        rows_written=written,
+        window_cpu_ms_per_run=_per_run_ms(cpu.nodes_s, len(per_fire)),
+        db_cpu_ms_per_run=_per_run_ms(cpu.db_s, len(per_fire)),
+        db_cpu_s=cpu.db_s,
+        db_cpu_note=cpu.db_note,
     )
+
+
+def _rows_written(node_stats: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Rows written by table, all nodes (``rows_written.TABLE`` in each node's counters)."""
+    rows: Counter[str] = Counter()
+    for stats in node_stats:
+        for key, value in stats.items():
+            if key.startswith("rows_written."):
+                rows[key.removeprefix("rows_written.")] += value
+    return dict(sorted(rows.items()))
+
+
+def _per_run_ms(seconds: float | None, runs: int) -> float | None:
+    return None if seconds is None or not runs else round(1000 * seconds / runs, 4)

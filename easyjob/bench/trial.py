@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from easyjob.bench.cpu_window import CpuWindow, locate_server
 from easyjob.bench.metrics import TrialFigures, measure
 from easyjob.bench.scrape import Scraper
 from easyjob.core.config import NodeConfig
@@ -57,6 +58,9 @@ class TrialConfig:
     idle_tasks: int = 0
     #: nodes serve --http on free loopback ports, and /metrics is scraped every second
     http: bool = False
+    #: the database server's process (its CPU is read from /proc); None: found by the URL's
+    #: port when the server listens on loopback
+    db_pid: int | None = None
 
     @property
     def settings(self) -> str:
@@ -91,22 +95,31 @@ def run_trial(
         if config.idle_tasks:
             progress(f"registering {config.idle_tasks:,} idle tasks")
             store.tasks.upsert(_idle_tasks(config.idle_tasks))
+        db_pid, db_note = locate_server(config.db, config.db_pid)
+        progress(f"database CPU: {db_note}" if db_pid else f"database CPU: n/a ({db_note})")
         nodes, urls = _start_nodes(config, workdir)
         scraper = Scraper([f"{url}/metrics" for url in urls])
+        cpu = CpuWindow([p.pid for p in nodes], db_pid, db_note)
         try:
             _wait_live(store, config, nodes)
             _wait_caught_up(store, progress)
-            begin = store.now()
+            begin, ticks = store.now(), time.monotonic()
             start = (begin + timedelta(seconds=config.warmup)).replace(microsecond=0)
             end = start + timedelta(seconds=max(1.0, config.duration) - 1)
             if on_window is not None:
                 on_window(start, end)
+            # the window is whole fire seconds [start, end + 1 s), database time
+            cpu.start(
+                ticks + (start - begin).total_seconds(),
+                ticks + (end - begin).total_seconds() + 1.0,
+            )
             scraper.start()
             try:
                 _follow(store, start, end, progress)
                 stale = store.bench.stale()
             finally:
                 scraper.stop()
+                window_cpu = cpu.close()
             if urls:
                 progress(f"{scraper.scrapes} scrapes of /metrics, {scraper.failures} failed")
             stats = _stop(nodes, workdir)
@@ -126,6 +139,7 @@ def run_trial(
             claim_mode=config.claim_mode,
             settings=config.settings,
             stale_at_end=stale,
+            window_cpu=window_cpu,
         )
     finally:
         store.close()
