@@ -55,6 +55,36 @@ def test_bench_measures_a_small_cluster(tmp_path: Path, capsys: pytest.CaptureFi
     assert 0 <= trial["lateness_ms"]["p50"] <= trial["lateness_ms"]["max"]
     assert trial["round_trips_per_run"] > 0
     assert trial["stale_at_end"] == 0  # nothing waited past its grace
+    # each run is at least inserted and moved on; the tasks advance; SQLite has no server
+    assert trial["run_rows_per_run"] >= 2 and trial["task_rows_per_run"] > 0
+    parts = trial["run_rows_per_run"] + trial["task_rows_per_run"]
+    assert parts - 0.02 <= trial["rows_per_run"] <= parts + 1  # + the node table's rows
+    assert trial["rows_written"]["easy_job_task_detail"] >= 2 * 20
+    assert trial["window_cpu_ms_per_run"] > 0
+    assert (trial["db_cpu_ms_per_run"], trial["db_cpu_s"]) == (None, None)
+    assert trial["db_cpu_note"] == "SQLite runs inside the nodes: its CPU is part of theirs"
+    assert doc["claim_pattern_share"] is None  # --no-probe
+
+
+@pytest.mark.cluster
+def test_bench_prints_rows_and_cpu_per_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _bench(f"sqlite:///{tmp_path}/bench.db", tmp_path / "work", "--nodes", "1")
+    argv.remove("--json")
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if "rows/run" in line)
+    assert " ".join(lines[header].split()) == (
+        "settings nodes tasks runs/s st/run rt/run rt/s/node rows/run run rows task rows "
+        "cpu s/node cpu ms/run win cpu ms/run db cpu ms/run db cpu s"
+    )
+    row = lines[header + 1].split()
+    assert row[:3] == ["default", "1", "5"]
+    rows, run_rows, task_rows = (float(v) for v in row[7:10])
+    assert run_rows >= 2 and task_rows > 0 and rows >= run_rows + task_rows - 0.02
+    assert row[-2:] == ["n/a", "n/a"]  # SQLite: no server process
+    assert "database CPU: SQLite runs inside the nodes: its CPU is part of theirs" in lines
 
 
 def test_bench_refuses_a_database_with_other_tasks(
@@ -103,6 +133,9 @@ def test_bench_with_skip_locked_claims_and_an_idle_catalogue(
         )
         assert trial["window_start"] < trial["window_end"]
         assert doc["backend"].startswith("postgresql ")
+        # the server was found by its port: its CPU over the window, per run
+        assert trial["db_cpu_s"] > 0 and trial["db_cpu_ms_per_run"] > 0
+        assert trial["db_cpu_note"].startswith("pid ")
         assert len(store.tasks.all()) == 305  # the catalogue, registered once by the bench
     finally:
         store.close()
