@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from easyjob.bench.cpu_window import WindowCpu
+from easyjob.bench.window import WindowReadings
 from easyjob.core.cron import CronSchedule
 from easyjob.store.contract import Store
 from easyjob.store.schema import task_detail_table, task_table
@@ -52,19 +52,27 @@ class TrialFigures:
     #: runs PENDING or CLAIMED longer than their task's misfire grace when the window
     #: ended: 0 when the misfire policy kept up with what the cluster could not run
     stale_at_end: int = 0
-    #: rows the nodes' statements inserted, updated or deleted per completed run: all
-    #: tables, the runs table (``easy_job_task_detail``) and the tasks table (``easy_job_task``)
-    rows_per_run: float = 0.0
-    run_rows_per_run: float = 0.0
-    task_rows_per_run: float = 0.0
-    #: rows written over the trial by table, all nodes
+    #: runs the nodes finished during the window (their /metrics, read at its start and
+    #: end), or the window's runs when those could not be read: the window figures' per run
+    window_runs: int = 0
+    #: over the window, per run finished in it: statements; rows the nodes' statements
+    #: inserted, updated or deleted, in all tables, in the runs table
+    #: (``easy_job_task_detail``) and in the tasks table (``easy_job_task``); None when the
+    #: nodes' counters could not be read
+    window_statements_per_run: float | None = None
+    rows_per_run: float | None = None
+    run_rows_per_run: float | None = None
+    task_rows_per_run: float | None = None
+    #: rows written by table over the window, and over the nodes' whole life (start-up
+    #: registration included), all nodes
     rows_written: dict[str, int] = field(default_factory=dict)
-    #: the nodes' CPU over the window (read from /proc) per run of the window, milliseconds
+    rows_written_life: dict[str, int] = field(default_factory=dict)
+    #: the nodes' CPU over the window (read from /proc) per run, milliseconds
     window_cpu_ms_per_run: float | None = None
     #: the database server's CPU over the window (its process tree, read from /proc): per
-    #: run of the window in milliseconds, and in all in seconds; None where not measured
-    #: (SQLite: its work is inside the nodes' CPU; a server not found here), ``db_cpu_note``
-    #: says why, or which process was read
+    #: run in milliseconds, and in all in seconds; None where not measured (SQLite: its
+    #: work is inside the nodes' CPU; a server not found here); ``db_cpu_note`` says why,
+    #: or which process was read
     db_cpu_ms_per_run: float | None = None
     db_cpu_s: float | None = None
     db_cpu_note: str = ""
@@ -94,7 +102,7 @@ def measure(
     claim_mode: str = "optimistic",
     settings: str = "default",
     stale_at_end: int = 0,
-    window_cpu: WindowCpu | None = None,
+    window: WindowReadings | None = None,
 ) -> TrialFigures:
     """Figures for fires scheduled in [start, end]: every task fires on *cron*."""
     fires = CronSchedule.parse(cron).fires_between(start, end, limit=10_000_000)
@@ -108,8 +116,10 @@ def measure(
     statements = sum(s.get("statements", 0) for s in node_stats)
     commits = sum(s.get("commits", 0) for s in node_stats)
     node_seconds = sum(s.get("uptime_s", 0.0) for s in node_stats) or 1.0
-    written = _rows_written(node_stats)
-    cpu = window_cpu or WindowCpu(None, None, "")
+    spent = window or WindowReadings(None, None, "")
+    counts = spent.counters
+    window_runs = int(counts.get("finished", 0)) or len(per_fire)
+    written = _rows_by_table(counts)
     return TrialFigures(
         nodes=len(node_stats),
         tasks=tasks,
@@ -139,26 +149,29 @@ def measure(
         window_end=end.isoformat(),
         cpu_ms_per_run=round(1000 * sum(s.get("cpu_s", 0.0) for s in node_stats) / runs_total, 4),
         stale_at_end=stale_at_end,
-        rows_per_run=round(sum(written.values()) / runs_total, 2),
-        run_rows_per_run=round(written.get(RUNS_TABLE, 0) / runs_total, 2),
-        task_rows_per_run=round(written.get(TASKS_TABLE, 0) / runs_total, 2),
+        window_runs=window_runs,
+        window_statements_per_run=_per_run(counts.get("statements"), window_runs),
+        rows_per_run=_per_run(sum(written.values()) if counts else None, window_runs),
+        run_rows_per_run=_per_run(written.get(RUNS_TABLE, 0) if counts else None, window_runs),
+        task_rows_per_run=_per_run(written.get(TASKS_TABLE, 0) if counts else None, window_runs),
         rows_written=written,
-        window_cpu_ms_per_run=_per_run_ms(cpu.nodes_s, len(per_fire)),
-        db_cpu_ms_per_run=_per_run_ms(cpu.db_s, len(per_fire)),
-        db_cpu_s=cpu.db_s,
-        db_cpu_note=cpu.db_note,
+        rows_written_life=_rows_by_table(*node_stats),
+        window_cpu_ms_per_run=_per_run(spent.nodes_cpu_s, window_runs, 1000),
+        db_cpu_ms_per_run=_per_run(spent.db_cpu_s, window_runs, 1000),
+        db_cpu_s=spent.db_cpu_s,
+        db_cpu_note=spent.db_note,
     )
 
 
-def _rows_written(node_stats: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """Rows written by table, all nodes (``rows_written.TABLE`` in each node's counters)."""
+def _rows_by_table(*counters: Mapping[str, Any]) -> dict[str, int]:
+    """Rows written by table (``rows_written.TABLE`` in each node's counters), summed."""
     rows: Counter[str] = Counter()
-    for stats in node_stats:
-        for key, value in stats.items():
+    for counts in counters:
+        for key, value in counts.items():
             if key.startswith("rows_written."):
-                rows[key.removeprefix("rows_written.")] += value
+                rows[key.removeprefix("rows_written.")] += int(value)
     return dict(sorted(rows.items()))
 
 
-def _per_run_ms(seconds: float | None, runs: int) -> float | None:
-    return None if seconds is None or not runs else round(1000 * seconds / runs, 4)
+def _per_run(value: float | None, runs: int, scale: int = 1) -> float | None:
+    return None if value is None or not runs else round(scale * value / runs, 4)

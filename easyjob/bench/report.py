@@ -11,14 +11,13 @@ __all__ = ["probe_share", "render"]
 LEGEND = (
     "runs/s and lateness (start_time - fire_time, database time) over the steady window; "
     "lost = claim races lost; stale = runs PENDING or CLAIMED longer than their misfire "
-    "grace when the window ended; st/run = statements per completed run, rt/run = "
-    "statements + commits per completed run, rt/s/node = statements + commits per second "
-    "per node; rows/run = rows the nodes inserted, updated or deleted per completed run, "
-    "run rows and task rows = those in easy_job_task_detail and in easy_job_task; "
-    "cpu s/node = a node's CPU over its life; cpu ms/run = the nodes' CPU over their life per "
-    "completed run; win cpu = the nodes' CPU over the window per run of the window; db cpu = "
-    "the database server's CPU (its process tree) over the window, per run of the window and "
-    "in all; settings: default = no tuning flag"
+    "grace when the window ended. Over the window, per run the nodes finished in it "
+    "(runs): st/run = statements; rows/run = rows the nodes' statements inserted, updated or "
+    "deleted, of which run rows in easy_job_task_detail and task rows in easy_job_task; "
+    "node ms = the nodes' CPU; db ms = the database server's CPU (its process tree), db s "
+    "its total. Over the nodes' life (start-up included), per run completed: rt = "
+    "statements + commits; rt/s/node = statements + commits per second per node; cpu s/node "
+    "= a node's CPU; cpu ms = the nodes' CPU. settings: default = no tuning flag"
 )
 
 
@@ -34,10 +33,13 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
     share = probe_share(trials, probe)
     if probe is not None and share is not None:
         best = max(trials, key=lambda f: f.runs_per_s)
+        rows = ""
+        if best.rows_per_run is not None:
+            rows = f", {best.runs_per_s * best.rows_per_run:,.0f} rows/s written"
         lines.append(
             f"database claim-pattern limit here: {probe:,.0f} rows/s; easyjob's best "
-            f"{best.runs_per_s:,.0f} runs/s ({best.settings}; "
-            f"{best.runs_per_s * best.rows_per_run:,.0f} rows/s written) is {share:.0%} of it"
+            f"{best.runs_per_s:,.0f} runs/s ({best.settings} settings{rows}) is {share:.0%} "
+            "of it"
         )
     modes = sorted({f.claim_mode for f in trials})
     lines.append(f"claim mode: {', '.join(modes)}")
@@ -69,21 +71,24 @@ def _speed(trials: Sequence[TrialFigures]) -> list[str]:
 
 
 def _cost(trials: Sequence[TrialFigures]) -> list[str]:
-    lines = [
-        f"{'settings':>8} {'nodes':>5} {'tasks':>7} {'runs/s':>9} {'st/run':>7} {'rt/run':>7} "
-        f"{'rt/s/node':>9} {'rows/run':>8} {'run rows':>8} {'task rows':>9} "
-        f"{'cpu s/node':>10} {'cpu ms/run':>10} {'win cpu ms/run':>14} {'db cpu ms/run':>13} "
-        f"{'db cpu s':>8}"
-    ]
+    left = f"{'settings':>8} {'nodes':>5} {'tasks':>7} {'runs/s':>9} | "
+    window = (
+        f"{'runs':>7} {'st/run':>6} {'rows/run':>8} {'run rows':>8} {'task rows':>9} "
+        f"{'node ms':>7} {'db ms':>6} {'db s':>6} | "
+    )
+    life = f"{'rt':>6} {'rt/s/node':>9} {'cpu s/node':>10} {'cpu ms':>6}"
+    title = "over the window, per run finished in it".ljust(len(window) - 2)
+    lines = [f"{'':{len(left)}}{title}| over the nodes' life, per run", left + window + life]
     for f in trials:
         cpu = sum(f.cpu_s_per_node.values()) / max(1, len(f.cpu_s_per_node))
         lines.append(
-            f"{f.settings:>8} {f.nodes:>5} {f.tasks:>7} {f.runs_per_s:>9.1f} "
-            f"{f.statements_per_run:>7.2f} {f.round_trips_per_run:>7.2f} "
-            f"{f.round_trips_per_node_s:>9.1f} {f.rows_per_run:>8.2f} "
-            f"{f.run_rows_per_run:>8.2f} {f.task_rows_per_run:>9.2f} {cpu:>10.1f} "
-            f"{f.cpu_ms_per_run:>10.2f} {_opt(f.window_cpu_ms_per_run, 14, 2)} "
-            f"{_opt(f.db_cpu_ms_per_run, 13, 2)} {_opt(f.db_cpu_s, 8, 1)}"
+            f"{f.settings:>8} {f.nodes:>5} {f.tasks:>7} {f.runs_per_s:>9.1f} | "
+            f"{f.window_runs:>7} {_opt(f.window_statements_per_run, 6, 2)} "
+            f"{_opt(f.rows_per_run, 8, 2)} {_opt(f.run_rows_per_run, 8, 2)} "
+            f"{_opt(f.task_rows_per_run, 9, 2)} {_opt(f.window_cpu_ms_per_run, 7, 3)} "
+            f"{_opt(f.db_cpu_ms_per_run, 6, 3)} {_opt(f.db_cpu_s, 6, 1)} | "
+            f"{f.round_trips_per_run:>6.2f} {f.round_trips_per_node_s:>9.1f} {cpu:>10.1f} "
+            f"{f.cpu_ms_per_run:>6.3f}"
         )
     return lines
 

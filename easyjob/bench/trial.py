@@ -16,9 +16,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from easyjob.bench.cpu_window import CpuWindow, locate_server
 from easyjob.bench.metrics import TrialFigures, measure
 from easyjob.bench.scrape import Scraper
+from easyjob.bench.window import WindowSampler, locate_server
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import TaskSpec
 from easyjob.store import Store, contract
@@ -56,7 +56,8 @@ class TrialConfig:
     strategy: str = "default"
     claim_mode: str = "optimistic"
     idle_tasks: int = 0
-    #: nodes serve --http on free loopback ports, and /metrics is scraped every second
+    #: /metrics is scraped every second (the nodes always serve it on free loopback ports:
+    #: their counters are read at the window's start and end)
     http: bool = False
     #: the database server's process (its CPU is read from /proc); None: found by the URL's
     #: port when the server listens on loopback
@@ -98,8 +99,9 @@ def run_trial(
         db_pid, db_note = locate_server(config.db, config.db_pid)
         progress(f"database CPU: {db_note}" if db_pid else f"database CPU: n/a ({db_note})")
         nodes, urls = _start_nodes(config, workdir)
-        scraper = Scraper([f"{url}/metrics" for url in urls])
-        cpu = CpuWindow([p.pid for p in nodes], db_pid, db_note)
+        metrics = [f"{url}/metrics" for url in urls]
+        scraper = Scraper(metrics if config.http else [])
+        window = WindowSampler([p.pid for p in nodes], metrics, db_pid, db_note)
         try:
             _wait_live(store, config, nodes)
             _wait_caught_up(store, progress)
@@ -109,7 +111,7 @@ def run_trial(
             if on_window is not None:
                 on_window(start, end)
             # the window is whole fire seconds [start, end + 1 s), database time
-            cpu.start(
+            window.start(
                 ticks + (start - begin).total_seconds(),
                 ticks + (end - begin).total_seconds() + 1.0,
             )
@@ -119,8 +121,8 @@ def run_trial(
                 stale = store.bench.stale()
             finally:
                 scraper.stop()
-                window_cpu = cpu.close()
-            if urls:
+                spent = window.close()
+            if config.http:
                 progress(f"{scraper.scrapes} scrapes of /metrics, {scraper.failures} failed")
             stats = _stop(nodes, workdir)
         finally:
@@ -139,7 +141,7 @@ def run_trial(
             claim_mode=config.claim_mode,
             settings=config.settings,
             stale_at_end=stale,
-            window_cpu=window_cpu,
+            window=spent,
         )
     finally:
         store.close()
@@ -193,10 +195,9 @@ def _start_nodes(
             "--claim-mode",
             config.claim_mode,
         ]
-        if config.http:
-            port = _free_port()
-            argv += ["--http", f"127.0.0.1:{port}"]
-            urls.append(f"http://127.0.0.1:{port}")
+        port = _free_port()
+        argv += ["--http", f"127.0.0.1:{port}"]
+        urls.append(f"http://127.0.0.1:{port}")
         log = (workdir / f"node-{i}.log").open("wb")
         procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT))
         log.close()

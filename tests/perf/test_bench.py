@@ -55,12 +55,16 @@ def test_bench_measures_a_small_cluster(tmp_path: Path, capsys: pytest.CaptureFi
     assert 0 <= trial["lateness_ms"]["p50"] <= trial["lateness_ms"]["max"]
     assert trial["round_trips_per_run"] > 0
     assert trial["stale_at_end"] == 0  # nothing waited past its grace
-    # each run is at least inserted and moved on; the tasks advance; SQLite has no server
+    # over the window: each run is at least inserted and moved on; the tasks advance
+    assert trial["window_runs"] >= 20 and trial["window_statements_per_run"] > 0
     assert trial["run_rows_per_run"] >= 2 and trial["task_rows_per_run"] > 0
     parts = trial["run_rows_per_run"] + trial["task_rows_per_run"]
-    assert parts - 0.02 <= trial["rows_per_run"] <= parts + 1  # + the node table's rows
-    assert trial["rows_written"]["easy_job_task_detail"] >= 2 * 20
+    assert parts - 0.01 <= trial["rows_per_run"] <= parts + 1  # + the node table's rows
+    window_rows = trial["rows_written"]["easy_job_task_detail"]
+    assert window_rows == pytest.approx(trial["run_rows_per_run"] * trial["window_runs"], abs=1)
+    assert trial["rows_written_life"]["easy_job_task_detail"] > window_rows
     assert trial["window_cpu_ms_per_run"] > 0
+    # SQLite has no server process
     assert (trial["db_cpu_ms_per_run"], trial["db_cpu_s"]) == (None, None)
     assert trial["db_cpu_note"] == "SQLite runs inside the nodes: its CPU is part of theirs"
     assert doc["claim_pattern_share"] is None  # --no-probe
@@ -74,16 +78,17 @@ def test_bench_prints_rows_and_cpu_per_run(
     argv.remove("--json")
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
-    header = next(i for i, line in enumerate(lines) if "rows/run" in line)
+    header = next(i for i, line in enumerate(lines) if "run rows" in line)
     assert " ".join(lines[header].split()) == (
-        "settings nodes tasks runs/s st/run rt/run rt/s/node rows/run run rows task rows "
-        "cpu s/node cpu ms/run win cpu ms/run db cpu ms/run db cpu s"
+        "settings nodes tasks runs/s | runs st/run rows/run run rows task rows node ms db ms "
+        "db s | rt rt/s/node cpu s/node cpu ms"
     )
+    assert lines[header - 1].split("|")[0].strip() == "over the window, per run finished in it"
     row = lines[header + 1].split()
     assert row[:3] == ["default", "1", "5"]
     rows, run_rows, task_rows = (float(v) for v in row[7:10])
-    assert run_rows >= 2 and task_rows > 0 and rows >= run_rows + task_rows - 0.02
-    assert row[-2:] == ["n/a", "n/a"]  # SQLite: no server process
+    assert run_rows >= 2 and task_rows > 0 and rows >= run_rows + task_rows - 0.01
+    assert row[11:13] == ["n/a", "n/a"]  # db ms, db s: SQLite has no server process
     assert "database CPU: SQLite runs inside the nodes: its CPU is part of theirs" in lines
 
 

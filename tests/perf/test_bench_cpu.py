@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 import pytest
 import sqlalchemy as sa
 
-from easyjob.bench.cpu_window import CpuWindow, locate_server
 from easyjob.bench.server_cpu import (
     children,
     find_server,
@@ -19,6 +18,7 @@ from easyjob.bench.server_cpu import (
     process_cpu_s,
     tree_cpu_s,
 )
+from easyjob.bench.window import WindowSampler, locate_server
 from tests.rig.servers import DatabaseServer
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
@@ -154,7 +154,7 @@ def test_the_database_server_is_found_by_its_port_and_its_cpu_grows_with_queries
     assert pid == db_server.pid
     before = tree_cpu_s(pid)
     assert before is not None
-    window = CpuWindow([], pid, note)
+    window = WindowSampler([], [], pid, note)
     now = time.monotonic()
     window.start(now, now + 3600)  # the end is set by close(): only the first reading
 
@@ -171,4 +171,4 @@ def test_the_database_server_is_found_by_its_port_and_its_cpu_grows_with_queries
         _until(queries_cost_cpu, f"{db_server.backend} server CPU grew with queries")
     finally:
         engine.dispose()
-    assert window.close().db_s is None  # the window never ended: no figure, not a wrong one
+    assert window.close().db_cpu_s is None  # the window never ended: no figure, not a wrong one
