@@ -56,11 +56,11 @@ class Counters:
         sa.event.listen(engine, "before_cursor_execute", self._statement)
         sa.event.listen(engine, "after_cursor_execute", self._executed)
         sa.event.listen(engine, "commit", self._commit)
-        sa.event.listen(engine, "rollback", self._settle)
+        if self._late:
+            sa.event.listen(engine, "rollback", self._settle)
 
     def _statement(self, conn: sa.Connection, *_: Any) -> None:
-        if self._late:
-            self._settle(conn)
+        self._settle(conn)
         with self._lock:
             self.statements += 1
 
@@ -82,7 +82,12 @@ class Counters:
             self._add(table, cursor.rowcount)
 
     def _settle(self, conn: sa.Connection) -> None:
-        pending = conn.info.pop(_PENDING, None) if self._late else None
+        if not self._late:
+            return
+        try:
+            pending = conn.info.pop(_PENDING, None)
+        except sa_exc.InvalidRequestError:  # closed or invalidated: nothing left to read
+            return
         if pending is not None:
             self._add(pending[1], pending[0].rowcount)
 
