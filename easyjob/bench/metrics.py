@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from easyjob.bench.window import WindowReadings
 from easyjob.core.cron import CronSchedule
 from easyjob.store.contract import Store
+from easyjob.store.schema import task_detail_table, task_table
 
-__all__ = ["TrialFigures", "measure", "percentile"]
+__all__ = ["RUNS_TABLE", "TASKS_TABLE", "TrialFigures", "measure", "percentile"]
+
+RUNS_TABLE = task_detail_table.name
+TASKS_TABLE = task_table.name
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,30 @@ class TrialFigures:
     #: from each run's fire time to its recorded ``start_time`` (database time: the start
     #: write, or the due time for a start written ahead of it)
     recorded_lateness_ms: dict[str, float] = field(default_factory=dict)
+    #: runs the nodes finished during the window (their /metrics, read at its start and
+    #: end), or the window's runs when those could not be read: the window figures' per run
+    window_runs: int = 0
+    #: over the window, per run finished in it: statements; rows the nodes' statements
+    #: inserted, updated or deleted, in all tables, in the runs table
+    #: (``easy_job_task_detail``) and in the tasks table (``easy_job_task``); None when the
+    #: nodes' counters could not be read
+    window_statements_per_run: float | None = None
+    rows_per_run: float | None = None
+    run_rows_per_run: float | None = None
+    task_rows_per_run: float | None = None
+    #: rows written by table over the window, and over the nodes' whole life (start-up
+    #: registration included), all nodes
+    rows_written: dict[str, int] = field(default_factory=dict)
+    rows_written_life: dict[str, int] = field(default_factory=dict)
+    #: the nodes' CPU over the window (read from /proc) per run, milliseconds
+    window_cpu_ms_per_run: float | None = None
+    #: the database server's CPU over the window (its process tree, read from /proc): per
+    #: run in milliseconds, and in all in seconds; None where not measured (SQLite: its
+    #: work is inside the nodes' CPU; a server not found here); ``db_cpu_note`` says why,
+    #: or which process was read
+    db_cpu_ms_per_run: float | None = None
+    db_cpu_s: float | None = None
+    db_cpu_note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,6 +108,7 @@ def measure(
     settings: str = "default",
     stale_at_end: int = 0,
     calls: Sequence[tuple[float, float]] = (),
+    window: WindowReadings | None = None,
 ) -> TrialFigures:
     """Figures for fires scheduled in [start, end]: every task fires on *cron*. *calls*
     are the job calls ``(fire time, call time)`` in epoch seconds, as the jobs noted them."""
@@ -95,6 +125,10 @@ def measure(
     statements = sum(s.get("statements", 0) for s in node_stats)
     commits = sum(s.get("commits", 0) for s in node_stats)
     node_seconds = sum(s.get("uptime_s", 0.0) for s in node_stats) or 1.0
+    spent = window or WindowReadings(None, None, "")
+    counts = spent.counters
+    window_runs = int(counts.get("finished", 0)) or len(per_fire)
+    written = _rows_by_table(counts)
     return TrialFigures(
         nodes=len(node_stats),
         tasks=tasks,
@@ -120,6 +154,17 @@ def measure(
         window_end=end.isoformat(),
         cpu_ms_per_run=round(1000 * sum(s.get("cpu_s", 0.0) for s in node_stats) / runs_total, 4),
         stale_at_end=stale_at_end,
+        window_runs=window_runs,
+        window_statements_per_run=_per_run(counts.get("statements"), window_runs),
+        rows_per_run=_per_run(sum(written.values()) if counts else None, window_runs),
+        run_rows_per_run=_per_run(written.get(RUNS_TABLE, 0) if counts else None, window_runs),
+        task_rows_per_run=_per_run(written.get(TASKS_TABLE, 0) if counts else None, window_runs),
+        rows_written=written,
+        rows_written_life=_rows_by_table(*node_stats),
+        window_cpu_ms_per_run=_per_run(spent.nodes_cpu_s, window_runs, 1000),
+        db_cpu_ms_per_run=_per_run(spent.db_cpu_s, window_runs, 1000),
+        db_cpu_s=spent.db_cpu_s,
+        db_cpu_note=spent.db_note,
     )
 
 
@@ -132,3 +177,17 @@ def _spread(lateness: Sequence[float]) -> dict[str, float]:
         "max": round(max(lateness, default=0.0), 1),
         "min": round(min(lateness, default=0.0), 1),
     }
+
+
+def _rows_by_table(*counters: Mapping[str, Any]) -> dict[str, int]:
+    """Rows written by table (``rows_written.TABLE`` in each node's counters), summed."""
+    rows: Counter[str] = Counter()
+    for counts in counters:
+        for key, value in counts.items():
+            if key.startswith("rows_written."):
+                rows[key.removeprefix("rows_written.")] += int(value)
+    return dict(sorted(rows.items()))
+
+
+def _per_run(value: float | None, runs: int, scale: int = 1) -> float | None:
+    return None if value is None or not runs else round(scale * value / runs, 4)

@@ -18,6 +18,7 @@ from typing import Any
 
 from easyjob.bench.metrics import TrialFigures, measure
 from easyjob.bench.scrape import Scraper
+from easyjob.bench.window import WindowSampler, locate_server
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import TaskSpec
 from easyjob.store import Store, contract
@@ -66,8 +67,12 @@ class TrialConfig:
     strategy: str = "default"
     claim_mode: str = "optimistic"
     idle_tasks: int = 0
-    #: nodes serve --http on free loopback ports, and /metrics is scraped every second
+    #: /metrics is scraped every second (the nodes always serve it on free loopback ports:
+    #: their counters are read at the window's start and end)
     http: bool = False
+    #: the database server's process (its CPU is read from /proc); None: found by the URL's
+    #: port when the server listens on loopback
+    db_pid: int | None = None
 
     @property
     def settings(self) -> str:
@@ -102,23 +107,33 @@ def run_trial(
         if config.idle_tasks:
             progress(f"registering {config.idle_tasks:,} idle tasks")
             store.tasks.upsert(_idle_tasks(config.idle_tasks))
+        db_pid, db_note = locate_server(config.db, config.db_pid)
+        progress(f"database CPU: {db_note}" if db_pid else f"database CPU: n/a ({db_note})")
         nodes, urls = _start_nodes(config, workdir)
-        scraper = Scraper([f"{url}/metrics" for url in urls])
+        metrics = [f"{url}/metrics" for url in urls]
+        scraper = Scraper(metrics if config.http else [])
+        window = WindowSampler([p.pid for p in nodes], metrics, db_pid, db_note)
         try:
             _wait_live(store, config, nodes)
             _wait_caught_up(store, progress)
-            begin = store.now()
+            begin, ticks = store.now(), time.monotonic()
             start = (begin + timedelta(seconds=config.warmup)).replace(microsecond=0)
             end = start + timedelta(seconds=max(1.0, config.duration) - 1)
             if on_window is not None:
                 on_window(start, end)
+            # the window is whole fire seconds [start, end + 1 s), database time
+            window.start(
+                ticks + (start - begin).total_seconds(),
+                ticks + (end - begin).total_seconds() + 1.0,
+            )
             scraper.start()
             try:
                 _follow(store, start, end, progress)
                 stale = store.bench.stale()
             finally:
                 scraper.stop()
-            if urls:
+                spent = window.close()
+            if config.http:
                 progress(f"{scraper.scrapes} scrapes of /metrics, {scraper.failures} failed")
             stats = _stop(nodes, workdir)
             calls = _calls(workdir, len(nodes))
@@ -139,6 +154,7 @@ def run_trial(
             settings=config.settings,
             stale_at_end=stale,
             calls=calls,
+            window=spent,
         )
     finally:
         store.close()
@@ -194,10 +210,9 @@ def _start_nodes(
             "--claim-mode",
             config.claim_mode,
         ]
-        if config.http:
-            port = _free_port()
-            argv += ["--http", f"127.0.0.1:{port}"]
-            urls.append(f"http://127.0.0.1:{port}")
+        port = _free_port()
+        argv += ["--http", f"127.0.0.1:{port}"]
+        urls.append(f"http://127.0.0.1:{port}")
         log = (workdir / f"node-{i}.log").open("wb")
         node_env = {**env, "EASYJOB_BENCH_CALLS": str(calls)}
         procs.append(subprocess.Popen(argv, env=node_env, stdout=log, stderr=subprocess.STDOUT))

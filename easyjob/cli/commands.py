@@ -265,7 +265,7 @@ def bench(args: argparse.Namespace) -> int:
     """Trials of real nodes against ``--db``; with ``--find-max``, tasks double per trial
     until lateness p99 passes the bound or a fire is missed or doubled."""
     from easyjob.bench.probe import probe_claim_rate
-    from easyjob.bench.report import render
+    from easyjob.bench.report import probe_share, render
     from easyjob.bench.trial import TrialConfig, run_trial
     from easyjob.core.config import NodeConfig
 
@@ -288,6 +288,7 @@ def bench(args: argparse.Namespace) -> int:
         claim_mode=args.claim_mode,
         idle_tasks=args.idle_tasks,
         http=args.http,
+        db_pid=args.db_pid,
     )
     trials = []
     while True:
@@ -317,6 +318,7 @@ def bench(args: argparse.Namespace) -> int:
         "backend": backend,
         "trials": [f.as_dict() for f in trials],
         "claim_pattern_rows_per_s": probe,
+        "claim_pattern_share": probe_share(trials, probe),
     }
     if args.find_max:
         good = [

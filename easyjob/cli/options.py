@@ -206,6 +206,14 @@ def _bench_options(bench: argparse.ArgumentParser) -> None:
             non_negative_int,
             "tasks registered besides, that never fire in the trial (polling cost)",
         ),
+        (
+            "--db-pid",
+            "BENCH_DB_PID",
+            None,
+            positive_int,
+            "the database server's process, whose CPU (with its children's) is read from /proc "
+            "over each window; default: the process listening on the URL's loopback port",
+        ),
     ):
         option(bench, flag, env=env, default=default, kind=kind, help=help, metavar="X")
     bench.add_argument(

@@ -240,6 +240,15 @@ class _Live(Collector):
         trips.add_metric(["statement"], counts.get("statements", 0))
         trips.add_metric(["commit"], counts.get("commits", 0))
         yield trips
+        rows = CounterMetricFamily(
+            "easyjob_db_rows_written",
+            "Rows this node's statements inserted, updated or deleted, by table",
+            labels=["table"],
+        )
+        for key, value in sorted(counts.items()):
+            if key.startswith("rows_written."):
+                rows.add_metric([key.removeprefix("rows_written.")], value)
+        yield rows
         errors = CounterMetricFamily(
             "easyjob_db_errors",
             "Database errors by kind (each failed attempt; transient ones are retried)",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -31,24 +32,72 @@ log = logging.getLogger("easyjob.store")
 
 class Counters:
     """Statements sent and transactions committed through one engine: the round trips a
-    node makes (each statement is one; a commit is one more); and failed transaction
-    attempts by kind of error (:func:`~easyjob.store.retry.error_kind`)."""
+    node makes (each statement is one; a commit is one more); rows written (inserted,
+    updated or deleted, by table); and failed transaction attempts by kind of error
+    (:func:`~easyjob.store.retry.error_kind`).
+
+    A statement's rows are the driver's ``cursor.rowcount`` right after it ran; on SQLite at
+    the connection's next statement, commit or rollback instead: sqlite3 counts the rows of
+    a ``RETURNING`` statement only as they are fetched (0 right after it runs), while
+    psycopg forgets the count once the cursor is closed. On MariaDB an
+    ``INSERT ... ON DUPLICATE KEY UPDATE`` counts a row it skipped as one (SQLAlchemy's
+    PyMySQL connections report rows found, not rows changed)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.statements = 0
         self.commits = 0
+        self.rows: dict[str, int] = {}
         self.errors: dict[str, int] = {}
+        self._late = False
 
     def watch(self, engine: sa.Engine) -> None:
+        self._late = engine.dialect.name == "sqlite"
         sa.event.listen(engine, "before_cursor_execute", self._statement)
+        sa.event.listen(engine, "after_cursor_execute", self._executed)
         sa.event.listen(engine, "commit", self._commit)
+        if self._late:
+            sa.event.listen(engine, "rollback", self._settle)
 
-    def _statement(self, *_: Any) -> None:
+    def _statement(self, conn: sa.Connection, *_: Any) -> None:
+        self._settle(conn)
         with self._lock:
             self.statements += 1
 
-    def _commit(self, *_: Any) -> None:
+    def _executed(
+        self,
+        conn: sa.Connection,
+        cursor: Any,
+        statement: str,
+        parameters: Any,
+        context: Any,
+        executemany: bool,
+    ) -> None:
+        table = written_table(statement, context)
+        if table is None:
+            return
+        if self._late:
+            conn.info[_PENDING] = (cursor, table)
+        else:
+            self._add(table, cursor.rowcount)
+
+    def _settle(self, conn: sa.Connection) -> None:
+        if not self._late:
+            return
+        try:
+            pending = conn.info.pop(_PENDING, None)
+        except sa_exc.InvalidRequestError:  # closed or invalidated: nothing left to read
+            return
+        if pending is not None:
+            self._add(pending[1], pending[0].rowcount)
+
+    def _add(self, table: str, count: int) -> None:
+        if count > 0:  # -1: the driver does not know
+            with self._lock:
+                self.rows[table] = self.rows.get(table, 0) + count
+
+    def _commit(self, conn: sa.Connection) -> None:
+        self._settle(conn)
         with self._lock:
             self.commits += 1
 
@@ -59,10 +108,37 @@ class Counters:
                 self.errors[kind] = self.errors.get(kind, 0) + 1
 
     def snapshot(self) -> dict[str, int]:
-        """``statements``, ``commits``, and ``errors.KIND`` for each kind seen."""
+        """``statements``, ``commits``, ``rows_written`` (all tables) and
+        ``rows_written.TABLE`` for each table written, and ``errors.KIND`` for each kind
+        seen."""
         with self._lock:
+            rows = {f"rows_written.{table}": n for table, n in sorted(self.rows.items())}
             errors = {f"errors.{kind}": n for kind, n in self.errors.items()}
-            return {"statements": self.statements, "commits": self.commits, **errors}
+            return {
+                "statements": self.statements,
+                "commits": self.commits,
+                "rows_written": sum(self.rows.values()),
+                **rows,
+                **errors,
+            }
+
+
+_PENDING = "easyjob_rows_pending"
+_DML = re.compile(
+    r"\s*(?:INSERT\s+(?:IGNORE\s+)?INTO|REPLACE\s+INTO|UPDATE|DELETE\s+FROM)\s+[`\"]?(\w+)",
+    re.IGNORECASE,
+)
+
+
+def written_table(statement: str, context: Any) -> str | None:
+    """The table an INSERT, UPDATE or DELETE *statement* writes, else None: from the
+    compiled statement when SQLAlchemy built it, from its text when it was written as SQL."""
+    if context is not None and (context.isinsert or context.isupdate or context.isdelete):
+        name = getattr(getattr(context.compiled.statement, "table", None), "name", None)
+        if isinstance(name, str):
+            return name
+    match = _DML.match(statement)
+    return match.group(1) if match else None
 
 
 class Database:

@@ -55,6 +55,41 @@ def test_bench_measures_a_small_cluster(tmp_path: Path, capsys: pytest.CaptureFi
     assert 0 <= trial["lateness_ms"]["p50"] <= trial["lateness_ms"]["max"]
     assert trial["round_trips_per_run"] > 0
     assert trial["stale_at_end"] == 0  # nothing waited past its grace
+    # over the window: each run is at least inserted and moved on; the tasks advance
+    assert trial["window_runs"] >= 20 and trial["window_statements_per_run"] > 0
+    assert trial["run_rows_per_run"] >= 2 and trial["task_rows_per_run"] > 0
+    parts = trial["run_rows_per_run"] + trial["task_rows_per_run"]
+    assert parts - 0.01 <= trial["rows_per_run"] <= parts + 1  # + the node table's rows
+    window_rows = trial["rows_written"]["easy_job_task_detail"]
+    assert window_rows == pytest.approx(trial["run_rows_per_run"] * trial["window_runs"], abs=1)
+    assert trial["rows_written_life"]["easy_job_task_detail"] > window_rows
+    assert trial["window_cpu_ms_per_run"] > 0
+    # SQLite has no server process
+    assert (trial["db_cpu_ms_per_run"], trial["db_cpu_s"]) == (None, None)
+    assert trial["db_cpu_note"] == "SQLite runs inside the nodes: its CPU is part of theirs"
+    assert doc["claim_pattern_share"] is None  # --no-probe
+
+
+@pytest.mark.cluster
+def test_bench_prints_rows_and_cpu_per_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _bench(f"sqlite:///{tmp_path}/bench.db", tmp_path / "work", "--nodes", "1")
+    argv.remove("--json")
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if "run rows" in line)
+    assert " ".join(lines[header].split()) == (
+        "settings nodes tasks runs/s | runs st/run rows/run run rows task rows node ms db ms "
+        "db s | rt rt/s/node cpu s/node cpu ms"
+    )
+    assert lines[header - 1].split("|")[0].strip() == "over the window, per run finished in it"
+    row = lines[header + 1].split()
+    assert row[:3] == ["default", "1", "5"]
+    rows, run_rows, task_rows = (float(v) for v in row[7:10])
+    assert run_rows >= 2 and task_rows > 0 and rows >= run_rows + task_rows - 0.01
+    assert row[11:13] == ["n/a", "n/a"]  # db ms, db s: SQLite has no server process
+    assert "database CPU: SQLite runs inside the nodes: its CPU is part of theirs" in lines
 
 
 def test_bench_refuses_a_database_with_other_tasks(
@@ -103,6 +138,9 @@ def test_bench_with_skip_locked_claims_and_an_idle_catalogue(
         )
         assert trial["window_start"] < trial["window_end"]
         assert doc["backend"].startswith("postgresql ")
+        # the server was found by its port: its CPU over the window, per run
+        assert trial["db_cpu_s"] > 0 and trial["db_cpu_ms_per_run"] > 0
+        assert trial["db_cpu_note"].startswith("pid ")
         assert len(store.tasks.all()) == 305  # the catalogue, registered once by the bench
     finally:
         store.close()

@@ -45,6 +45,8 @@ def test_claims_recoveries_and_scrape_time_gauges() -> None:
     metrics.claims(1, 0)
     metrics.recovered(3)
     counts = {"statements": 40, "commits": 9, "errors.connection": 2, "errors.deadlock": 1}
+    counts.update({"rows_written": 7, "rows_written.easy_job_task": 2})
+    counts["rows_written.easy_job_task_detail"] = 5
     metrics.watch(
         Gauges(
             held=lambda: 4,
@@ -66,6 +68,11 @@ def test_claims_recoveries_and_scrape_time_gauges() -> None:
     assert found[("easyjob_clock_offset_seconds", frozenset())] == -1.5
     assert found[("easyjob_db_round_trips_total", frozenset({("kind", "commit")}))] == 9
     assert found[("easyjob_db_errors_total", frozenset({("kind", "connection")}))] == 2
+    rows = {k: v for k, v in found.items() if k[0] == "easyjob_db_rows_written_total"}
+    assert rows == {
+        ("easyjob_db_rows_written_total", frozenset({("table", "easy_job_task")})): 2,
+        ("easyjob_db_rows_written_total", frozenset({("table", "easy_job_task_detail")})): 5,
+    }
     counts["statements"] = 41  # read again at the next scrape
     assert (
         values(metrics)[("easyjob_db_round_trips_total", frozenset({("kind", "statement")}))] == 41
