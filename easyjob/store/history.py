@@ -89,7 +89,7 @@ class HistoryStore:
         cutoff = self._db.now() - older_than
         while True:
 
-            def write(conn: sa.Connection) -> int:
+            def write(conn: sa.Connection) -> tuple[int, int]:
                 ids = list(
                     conn.scalars(
                         sa.select(d.c.id)
@@ -97,13 +97,14 @@ class HistoryStore:
                         .limit(batch)
                     )
                 )
-                return delete_runs(conn, ids)
+                return len(ids), delete_runs(conn, ids)
 
-            deleted = self._db.write("prune", write)
+            # a full batch read means more may be left, even if another pruner deleted some
+            found, deleted = self._db.write("prune", write)
             total += deleted
             if progress is not None:
                 progress(total)
-            if deleted < batch:
+            if found < batch:
                 return total
 
     def prune_batch(self, older_than: timedelta, batch: int) -> int:
