@@ -141,6 +141,44 @@ def test_pending_and_held_runs_are_not_deleted_by_id(store: Store) -> None:
     assert len(store.history.runs(task="job")) == 2
 
 
+def _prune_all(url: str, node: str, start: Any, out: Any) -> None:
+    store = Store.open(url, retry=FAST_RETRY)
+    try:
+        start.wait()
+        batches = []
+        while deleted := store.history.prune_batch(DAY, batch=50):
+            batches.append(deleted)
+        out.put((node, batches))
+    finally:
+        store.close()
+
+
+def test_pruners_side_by_side_count_each_success_once(store: Store, db_url: str) -> None:
+    (task,) = store.tasks.upsert([TaskSpec(name="job", func="tests.jobs:noop", cron=None)])
+    now = store.now()
+    old = now - 2 * DAY
+    rows = [
+        {
+            "task_id": task.id,
+            "fire_time": old + timedelta(seconds=i),
+            "due_time": old + timedelta(seconds=i),
+            "status": "SUCCESS" if i % 4 else "FAILED",
+            "triggered_by": "manual",
+            "attempt": 1,
+            "create_time": old,
+            "end_time": old + timedelta(seconds=i),
+        }
+        for i in range(1000)
+    ]
+    store.db.write("history", lambda conn: conn.execute(d.insert(), rows))
+    assert store.tasks.get("job").success_count == 750
+    args = [(db_url, f"proc-{i}") for i in range(3)]
+    results = race_in_processes(_prune_all, args, timeout=120)
+    assert sum(sum(batches) for batches in results.values()) == 1000, results
+    assert store.history.runs(task="job") == []
+    assert (store.tasks.get("job").success_count, _pruned(store, "job")) == (750, 750)
+
+
 def _finish_shards(url: str, node: str, run_ids: list[int], start: Any, out: Any) -> None:
     store = Store.open(url, retry=FAST_RETRY)
     try:
