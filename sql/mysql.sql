@@ -1,4 +1,4 @@
--- easyjob schema version 3 for mysql.
+-- easyjob schema version 4 for mysql.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
@@ -48,7 +48,7 @@ CREATE TABLE easy_job_task (
 	retry_delay_ms BIGINT NOT NULL DEFAULT 1000,
 	timeout_ms BIGINT,
 	kwargs JSON NOT NULL,
-	success_count BIGINT NOT NULL DEFAULT 0,
+	pruned_success_count BIGINT NOT NULL DEFAULT 0,
 	fail_count BIGINT NOT NULL DEFAULT 0,
 	create_time DATETIME(6) NOT NULL,
 	update_time DATETIME(6) NOT NULL,
@@ -112,4 +112,4 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '3');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '4');

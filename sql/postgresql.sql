@@ -1,4 +1,4 @@
--- easyjob schema version 3 for postgresql.
+-- easyjob schema version 4 for postgresql.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
@@ -48,7 +48,7 @@ CREATE TABLE easy_job_task (
 	retry_delay_ms BIGINT DEFAULT 1000 NOT NULL,
 	timeout_ms BIGINT,
 	kwargs JSON NOT NULL,
-	success_count BIGINT DEFAULT 0 NOT NULL,
+	pruned_success_count BIGINT DEFAULT 0 NOT NULL,
 	fail_count BIGINT DEFAULT 0 NOT NULL,
 	create_time TIMESTAMP WITHOUT TIME ZONE NOT NULL,
 	update_time TIMESTAMP WITHOUT TIME ZONE NOT NULL,
@@ -112,4 +112,4 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '3');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '4');

@@ -2,7 +2,8 @@
 
 A row holds every column of its database table (``task_name`` for a run's task) plus a few
 derived ones, in seconds: a node's heartbeat ``age_s`` and ``held`` runs, a task's ``parent``
-name, ``lag_s`` and ``pending`` runs, a run's ``duration_s``. The column lists below choose
+name, ``lag_s``, ``pending`` runs and ``success_count`` (its pruned successes plus its
+SUCCESS rows kept, as the store read them), a run's ``duration_s``. The column lists below choose
 what the human tables show; ``--json`` prints whole rows.
 """
 

@@ -239,7 +239,7 @@ class TaskRow:
     retry_delay_ms: int
     timeout_ms: int | None
     kwargs: dict[str, Any]
-    success_count: int
+    pruned_success_count: int
     fail_count: int
     create_time: datetime
     update_time: datetime
@@ -253,6 +253,10 @@ class TaskRow:
     accepts: list[str] | None = None
     origin: str = "code"
     declared: str | None = None
+    #: Runs recorded SUCCESS, ever: ``pruned_success_count`` plus the task's SUCCESS rows in
+    #: the history, read in the same statement as the row. None from the reads of a node's
+    #: loops (planning, registration), which do not pay for the count.
+    success_count: int | None = None
 
     @property
     def runtime(self) -> bool:

@@ -113,7 +113,7 @@ class TaskStore(Protocol):
         ...
 
     def get(self, name: str) -> TaskRow:
-        """The task called *name*; raises TaskNotFoundError."""
+        """The task called *name*, with its ``success_count``; raises TaskNotFoundError."""
         ...
 
     def set_status(self, name: str, status: TaskStatus) -> TaskRow:
@@ -296,9 +296,11 @@ class RunStore(Protocol):
         results: Mapping[int, Any] | None = None,
         notes: Mapping[int, str] | None = None,
     ) -> set[int]:
-        """RUNNING -> SUCCESS for a batch of one node's runs, in one transaction with the
-        tasks' success counts and a PENDING run for each active child task of each; returns
-        the ids written. A fenced run is left alone and its children are not made."""
+        """RUNNING -> SUCCESS for a batch of one node's runs, in one transaction with a
+        PENDING run for each active child task of each; returns the ids written. A fenced
+        run is left alone and its children are not made. No task row is written (success
+        counts are read from the history); the shards of one fire take turns on their
+        task's row lock, so only the last to finish makes the children."""
         ...
 
     def fail(
@@ -420,7 +422,8 @@ class HistoryStore(Protocol):
         progress: Callable[[int], None] | None = None,
     ) -> int:
         """Delete finished runs ended more than *older_than* ago, *batch* per transaction;
-        runs pending or held are never deleted."""
+        runs pending or held are never deleted. The SUCCESS rows deleted are added to their
+        tasks' ``pruned_success_count`` in the same transaction."""
         ...
 
     def prune_batch(self, older_than: timedelta, batch: int) -> int:
@@ -445,14 +448,15 @@ class ViewStore(Protocol):
     """The dashboard's and ``easyjob tasks``' reads (read-only transactions)."""
 
     def tasks(self, *, name_contains: str | None = None, limit: int = 500) -> list[TaskRow]:
-        """Tasks by name, at most *limit*, those whose name contains *name_contains*."""
+        """Tasks by name, at most *limit*, those whose name contains *name_contains*, with
+        their ``success_count``."""
         ...
 
     def find_tasks(
         self, *, task: str | None = None, status: str | None = None, limit: int | None = None
     ) -> tuple[int, list[TaskRow]]:
         """How many tasks match *task* (name or pattern) and *status*, and the first
-        *limit* of them by name."""
+        *limit* of them by name, with their ``success_count``."""
         ...
 
     def last_outcomes(self, task_ids: Sequence[int]) -> dict[int, LastOutcome]:

@@ -13,6 +13,7 @@ from easyjob.core.store_values import Backlog, is_pattern
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
 from easyjob.store.schema import task_detail_table, task_table
+from easyjob.store.successes import delete_runs
 
 __all__ = ["Backlog", "HistoryStore", "is_pattern", "name_matches"]
 
@@ -81,12 +82,14 @@ class HistoryStore:
     ) -> int:
         """Delete finished runs whose ``end_time`` is older than *older_than* (database time),
         *batch* rows per transaction so no lock is held long; *progress* gets the running
-        total after each batch. Runs still pending or held are never deleted."""
+        total after each batch. Runs still pending or held are never deleted. The SUCCESS
+        rows deleted move into their tasks' ``pruned_success_count`` in the same transaction
+        (see :mod:`easyjob.store.successes`): a task's success count does not change."""
         total = 0
         cutoff = self._db.now() - older_than
         while True:
 
-            def write(conn: sa.Connection) -> int:
+            def write(conn: sa.Connection) -> tuple[int, int]:
                 ids = list(
                     conn.scalars(
                         sa.select(d.c.id)
@@ -94,21 +97,21 @@ class HistoryStore:
                         .limit(batch)
                     )
                 )
-                if ids:
-                    conn.execute(d.delete().where(d.c.id.in_(ids)))
-                return len(ids)
+                return len(ids), delete_runs(conn, ids)
 
-            deleted = self._db.write("prune", write)
+            # a full batch read means more may be left, even if another pruner deleted some
+            found, deleted = self._db.write("prune", write)
             total += deleted
             if progress is not None:
                 progress(total)
-            if deleted < batch:
+            if found < batch:
                 return total
 
     def prune_batch(self, older_than: timedelta, batch: int) -> int:
         """One batch of :meth:`prune`: at most *batch* finished runs whose ``end_time`` is
-        older than *older_than* (database time) deleted in one short transaction; returns
-        how many. The oldest go first (index on ``end_time``)."""
+        older than *older_than* (database time) deleted in one short transaction, their
+        successes kept in their tasks' counts as :meth:`prune` does; returns how many. The
+        oldest go first (index on ``end_time``)."""
 
         def write(conn: sa.Connection) -> int:
             cutoff = conn.scalar(sa.select(db_now())) - older_than
@@ -120,9 +123,7 @@ class HistoryStore:
                     .limit(batch)
                 )
             )
-            if ids:
-                conn.execute(d.delete().where(d.c.id.in_(ids)))
-            return len(ids)
+            return delete_runs(conn, ids)
 
         return self._db.write("prune_batch", write)
 

@@ -7,7 +7,6 @@ specified there.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,6 +28,7 @@ from easyjob.core.states import (
 from easyjob.core.store_values import BLOCKED, Blocked, Starts
 from easyjob.store.database import Database, at_versions, per_id, per_key, status_is
 from easyjob.store.engine import db_now
+from easyjob.store.expressions import PRIMARY_KEY_HINT
 from easyjob.store.schema import node_table, task_detail_table, task_table
 
 __all__ = ["BLOCKED", "Blocked", "RunStore", "skip_unstarted"]
@@ -524,10 +524,13 @@ class RunStore:
         results: Mapping[int, Any] | None = None,
         notes: Mapping[int, str] | None = None,
     ) -> set[int]:
-        """RUNNING -> SUCCESS for a batch of one node's runs, in one transaction with: the
-        tasks' success counts, and a PENDING run for each ACTIVE child task of each run that
-        succeeded (``pid`` = that run, same ``fire_time``). Returns the ids written; a fenced
-        run (taken over, or timed out meanwhile) is left alone and its children not made.
+        """RUNNING -> SUCCESS for a batch of one node's runs, in one transaction with a
+        PENDING run for each ACTIVE child task of each run that succeeded (``pid`` = that
+        run, same ``fire_time``). Returns the ids written; a fenced run (taken over, or timed
+        out meanwhile) is left alone and its children not made. The task rows are not
+        written: a task's success count is read from the history (see
+        :mod:`easyjob.store.successes`); only a batch with shards of a sharded fire locks
+        its tasks' rows (see :func:`_completing`).
 
         *results* (run id -> a JSON value, checked and capped by the caller; see
         :mod:`easyjob.core.outcome`) go to ``result`` and *notes* (run id -> why a value was
@@ -546,12 +549,6 @@ class RunStore:
             )
             won = set(self._db.winners(conn, stmt, d, expected))
             if won:
-                per_task = Counter(r.task_id for r in runs if r.id in won)
-                conn.execute(
-                    t.update()
-                    .where(t.c.id.in_(list(per_task)))
-                    .values(success_count=t.c.success_count + per_id(t, per_task))
-                )
                 if completing := _completing(conn, [r for r in runs if r.id in won]):
                     _children_of(conn, completing)
                 _write_extras(conn, [row for row in extras if row["rid"] in won])
@@ -885,12 +882,18 @@ def _completing(conn: sa.Connection, succeeded: Sequence[Run]) -> list[int]:
     success completes their fire: every unsharded run, and for the shards of one fire
     (task, ``fire_time``) one run, once exactly one SUCCESS row of each shard exists.
 
-    Finishers of one task's shards take turns: the caller has already updated the task's
-    row (its success count) in this transaction, which holds that row's lock until commit
-    on PostgreSQL and MariaDB (SQLite has one writer at a time), so the last shard to
-    finish sees every other's SUCCESS and only it makes the children."""
+    Finishers of one task's shards take turns: the rows of the sharded runs' tasks are
+    locked first (``SELECT ... FOR UPDATE``, in id order, until commit, on PostgreSQL and
+    MariaDB; SQLite has one writer at a time), and each count after that is a statement of
+    its own, which under READ COMMITTED sees what the finisher before committed. So the
+    last shard to finish sees every other's SUCCESS and only it makes the children. A batch
+    of unsharded runs locks nothing."""
     done = [r.id for r in succeeded if r.shards == 1]
     fires = {(r.task_id, r.fire_time): r for r in succeeded if r.shards > 1}
+    if fires:
+        tasks = sorted({task_id for task_id, _ in fires})
+        lock = sa.select(t.c.id).where(t.c.id.in_(tasks)).order_by(t.c.id).with_for_update()
+        conn.execute(lock.with_hint(t, PRIMARY_KEY_HINT, "mysql")).all()
     for (task_id, fire_time), run in fires.items():
         shards, rows = conn.execute(
             sa.select(sa.func.count(sa.distinct(d.c.shard)), sa.func.count()).where(

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 #: Bumped whenever a table, column or index changes; checked by every node at start.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -127,7 +127,7 @@ task_table = sa.Table(
     sa.Column("retry_delay_ms", sa.BigInteger, nullable=False, server_default=sa.text("1000")),
     sa.Column("timeout_ms", sa.BigInteger),
     sa.Column("kwargs", sa.JSON, nullable=False),
-    sa.Column("success_count", Count, nullable=False, server_default=sa.text("0")),
+    sa.Column("pruned_success_count", Count, nullable=False, server_default=sa.text("0")),
     sa.Column("fail_count", Count, nullable=False, server_default=sa.text("0")),
     sa.Column("create_time", UTCDateTime, nullable=False),
     sa.Column("update_time", UTCDateTime, nullable=False),

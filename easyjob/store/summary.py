@@ -15,6 +15,7 @@ from easyjob.core.store_values import FailingTask, LateTask, Summary
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
 from easyjob.store.schema import node_table, task_detail_table, task_table
+from easyjob.store.successes import counted_tasks
 
 __all__ = ["FailingTask", "LateTask", "Summary", "SummaryStore"]
 
@@ -136,7 +137,7 @@ def _late(
         )
     }
     found = []
-    for row in conn.execute(sa.select(t).where(t.c.id.in_(ids))).mappings():
+    for row in conn.execute(counted_tasks().where(t.c.id.in_(ids))).mappings():
         count, first = backlog.get(int(row["id"]), (0, None))
         times = [x for x in (row["next_start_time"], first) if x is not None]
         found.append(

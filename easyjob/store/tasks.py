@@ -22,6 +22,7 @@ from easyjob.store.engine import db_now
 from easyjob.store.retry import first_line, is_transient
 from easyjob.store.runs import skip_unstarted
 from easyjob.store.schema import UTCDateTime, node_table, task_detail_table, task_table
+from easyjob.store.successes import counted_tasks
 
 __all__ = ["TaskStore"]
 
@@ -177,17 +178,23 @@ class TaskStore:
         return {row["name"]: TaskRow.from_row(row) for row in rows}
 
     def get(self, name: str) -> TaskRow:
-        """The task called *name*; raises TaskNotFoundError."""
-        rows = self._db.read("get_task", lambda conn: self._by_names(conn, [name]))
-        if name not in rows:
+        """The task called *name*, with its ``success_count`` (see
+        :mod:`easyjob.store.successes`); raises TaskNotFoundError."""
+
+        def read(conn: sa.Connection) -> TaskRow | None:
+            row = conn.execute(counted_tasks().where(t.c.name == name)).mappings().first()
+            return TaskRow.from_row(row) if row is not None else None
+
+        found = self._db.read("get_task", read)
+        if found is None:
             raise TaskNotFoundError(f"no task named {shown(name)}")
-        return rows[name]
+        return found
 
     def all(self) -> list[TaskRow]:
-        """Every task, by name."""
+        """Every task, by name, with its ``success_count``."""
 
         def read(conn: sa.Connection) -> list[TaskRow]:
-            rows = conn.execute(sa.select(t).order_by(t.c.name)).mappings()
+            rows = conn.execute(counted_tasks().order_by(t.c.name)).mappings()
             return [TaskRow.from_row(row) for row in rows]
 
         return self._db.read("list_tasks", read)

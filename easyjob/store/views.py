@@ -20,6 +20,7 @@ from easyjob.store.database import Database
 from easyjob.store.engine import compiled_by, db_now
 from easyjob.store.history import name_matches
 from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
+from easyjob.store.successes import counted_tasks
 
 __all__ = ["Activity", "Bucket", "LastOutcome", "ViewStore"]
 
@@ -34,10 +35,11 @@ class ViewStore:
         self._db = db
 
     def tasks(self, *, name_contains: str | None = None, limit: int = 500) -> list[TaskRow]:
-        """Tasks by name, at most *limit*, those whose name contains *name_contains*."""
+        """Tasks by name, at most *limit*, those whose name contains *name_contains*, with
+        their ``success_count`` (see :mod:`easyjob.store.successes`)."""
 
         def read(conn: sa.Connection) -> list[TaskRow]:
-            query = sa.select(t).order_by(t.c.name).limit(limit)
+            query = counted_tasks().order_by(t.c.name).limit(limit)
             if name_contains:
                 query = query.where(t.c.name.contains(name_contains, autoescape=True))
             return [TaskRow.from_row(row) for row in conn.execute(query).mappings()]
@@ -49,7 +51,7 @@ class ViewStore:
     ) -> tuple[int, list[TaskRow]]:
         """How many tasks match, and the first *limit* of them by name: those whose name is
         *task* (or matches it as a pattern, see :func:`~easyjob.store.history.name_matches`)
-        and whose status is *status*, when given."""
+        and whose status is *status*, when given; each with its ``success_count``."""
 
         def read(conn: sa.Connection) -> tuple[int, list[TaskRow]]:
             where = []
@@ -58,7 +60,7 @@ class ViewStore:
             if status is not None:
                 where.append(t.c.status == status)
             total = conn.scalar(sa.select(sa.func.count()).select_from(t).where(*where))
-            query = sa.select(t).where(*where).order_by(t.c.name).limit(limit)
+            query = counted_tasks().where(*where).order_by(t.c.name).limit(limit)
             rows = [TaskRow.from_row(row) for row in conn.execute(query).mappings()]
             return int(total or 0), rows
 

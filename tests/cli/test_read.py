@@ -391,3 +391,31 @@ def test_history_filters_by_pattern_node_and_since(cli: Cli, store: Store, db_ur
         "easyjob history: error: argument --since: invalid time 'yesterday': give a duration "
         "back from now (30m, 12h, 1d12h) or an ISO 8601 time (2030-01-02T03:00:00Z)"
     )
+
+
+def test_tasks_and_status_count_successes_pruned_or_not(
+    cli: Cli, store: Store, db_url: str
+) -> None:
+    register(store, "node-a")
+    store.tasks.upsert(yearly("done"))
+    finished = []
+    for _ in range(3):
+        run = start_manual_run(store, "done")
+        assert store.runs.finish(run)
+        finished.append(run.id)
+    age_runs(store, finished[:2], "end_time", timedelta(days=30))
+    pruned = cli("prune", "--older-than", "7d", "--db", db_url)
+    assert pruned.code == 0, pruned.err
+    assert len(store.history.runs(task="done")) == 1
+
+    (row,) = cli("tasks", "--json", "--db", db_url).json()["tasks"]
+    assert (row["success_count"], row["pruned_success_count"]) == (3, 2)
+    header, line = cli("tasks", "--db", db_url).out.splitlines()
+    end = header.index("success_count") + len("success_count")  # a right-aligned column
+    assert line[:end].split()[-1] == "3"
+
+    overdue = store.now() - timedelta(seconds=60)
+    stmt = t.update().where(t.c.name == "done").values(next_start_time=overdue)
+    store.db.write("overdue", lambda conn: conn.execute(stmt))
+    (late,) = cli("status", "--json", "--db", db_url).json()["late"]["tasks"]
+    assert (late["name"], late["success_count"], late["fail_count"]) == ("done", 3, 0)

@@ -33,7 +33,7 @@ SESSION_TZ = {
     "mysql": "SET time_zone = '+05:45'",
 }
 
-_MARKER = re.compile(r"<!--\s*dialect:\s*([\w-]+)\s*-->")
+_MARKER = re.compile(r"<!--\s*(dialect|upgrade):\s*([\w-]+)\s*-->")
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class Block:
     dialect: str | None  # None: portable
     sql: str
     line: int
+    upgrade: bool = False  # statements that change the schema, not a query
 
     def __str__(self) -> str:
         return f"{self.heading!r} [{self.dialect or 'portable'}] (docs/schema.md:{self.line})"
@@ -52,7 +53,7 @@ def sql_blocks(text: str) -> list[Block]:
     blocks: list[Block] = []
     lines = text.splitlines()
     heading = ""
-    marker: tuple[str, int] | None = None
+    marker: tuple[str, str, int] | None = None
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -60,7 +61,7 @@ def sql_blocks(text: str) -> list[Block]:
         if line.startswith("#"):
             heading = line.lstrip("#").strip()
         if found:
-            marker = (found.group(1), i + 1)
+            marker = (found.group(1), found.group(2), i + 1)
             i += 1
             continue
         if line.strip() == "```sql":
@@ -69,13 +70,15 @@ def sql_blocks(text: str) -> list[Block]:
             while end < len(lines) and lines[end].strip() != "```":
                 end += 1
             assert end < len(lines), f"docs/schema.md:{i + 1}: unclosed ```sql block"
-            dialect = marker[0] if marker is not None else None
-            blocks.append(Block(heading, dialect, "\n".join(lines[start:end]).strip(), i + 1))
+            dialect = marker[1] if marker is not None else None
+            upgrade = marker is not None and marker[0] == "upgrade"
+            text = "\n".join(lines[start:end]).strip()
+            blocks.append(Block(heading, dialect, text, i + 1, upgrade))
             marker = None
             i = end + 1
             continue
         assert marker is None, (
-            f"docs/schema.md:{marker[1]}: a dialect marker must come right before a ```sql fence"
+            f"docs/schema.md:{marker[2]}: a dialect marker must come right before a ```sql fence"
         )
         i += 1
     return blocks
@@ -89,7 +92,8 @@ def section(text: str, title: str) -> str:
 
 
 TEXT = DOC.read_text(encoding="utf-8")
-BLOCKS = sql_blocks(TEXT)
+BLOCKS = [b for b in sql_blocks(TEXT) if not b.upgrade]
+UPGRADES = [b for b in sql_blocks(TEXT) if b.upgrade]
 
 
 # -- the document itself --------------------------------------------------------------------
@@ -309,6 +313,8 @@ def _check_tasks(rows: Rows, facts: Facts) -> None:
     tasks = _by(rows, "name")
     assert set(tasks) == {"orphan", "rebuild_index", "refresh_cache"}
     assert tasks["rebuild_index"]["parent"] == "refresh_cache"
+    counts = {name: (int(r["success_count"]), int(r["fail_count"])) for name, r in tasks.items()}
+    assert counts == {"orphan": (0, 0), "rebuild_index": (0, 0), "refresh_cache": (1, 2)}
 
 
 def _names(expected: set[str]) -> Check:

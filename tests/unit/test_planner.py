@@ -34,7 +34,7 @@ def task(
         retry_delay_ms=1000,
         timeout_ms=None,
         kwargs={},
-        success_count=0,
+        pruned_success_count=0,
         fail_count=0,
         create_time=T0,
         update_time=T0,

@@ -99,7 +99,7 @@ def _task(**values: object) -> TaskRow:
         retry_delay_ms=1000,
         timeout_ms=None,
         kwargs={},
-        success_count=0,
+        pruned_success_count=0,
         fail_count=0,
         create_time=T0,
         update_time=T0,

@@ -1,0 +1,119 @@
+"""The upgrade from schema version 3 that docs/schema.md gives, run as written on each real
+database: it keeps every task's success count, and the store opens the result."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from easyjob.core.records import Run
+from easyjob.errors import SchemaVersionError
+from easyjob.store import Store
+from easyjob.store.engine import create_engine
+from easyjob.store.schema import meta_table, metadata
+from easyjob.store.schema import task_detail_table as d
+from easyjob.store.schema import task_table as t
+from tests.conftest import FAST_RETRY
+from tests.docs.test_schema_queries import DIALECTS, UPGRADES
+from tests.store.conftest import every_second, make_pending
+
+DAY = timedelta(days=1)
+
+
+def test_there_is_one_upgrade_block_per_dialect() -> None:
+    assert sorted(b.dialect or "" for b in UPGRADES) == sorted(DIALECTS)
+    for block in UPGRADES:
+        assert block.heading == "Upgrading from version 3", block
+
+
+def _history(store: Store) -> dict[str, int]:
+    """Successes of two tasks, some of them pruned; returns the counts shown, by task."""
+    for name, fires in (("job", 6), ("other", 3)):
+        ids = make_pending(store, name=name, fires=fires)
+        candidates = [c for c in store.runs.pending(store.now() + DAY, 1000) if c.id in ids]
+        started = store.runs.start_many(store.runs.claim("node-a", candidates), exclusive=set())
+        running = [r for r in started.values() if isinstance(r, Run)]
+        assert store.runs.finish_many(running[:-1])
+        assert store.runs.fail(running[-1], "boom", retry_in=None)
+    old = store.history.runs(task="job")[-2:]
+    aged = d.update().where(d.c.id.in_([r.id for r in old])).values(end_time=store.now() - 2 * DAY)
+    store.db.write("age", lambda conn: conn.execute(aged))
+    assert store.history.prune(DAY) == 2
+    return {row.name: row.success_count or 0 for row in store.tasks.all()}
+
+
+def _as_version_3(store: Store, counts: dict[str, int]) -> None:
+    """What a version 3 database with the same history holds: ``success_count``, every
+    success ever, and ``schema_version`` 3."""
+    mysql = store.db.dialect in ("mysql", "mariadb")
+    rename = (
+        "ALTER TABLE easy_job_task CHANGE pruned_success_count success_count "
+        "BIGINT NOT NULL DEFAULT 0"
+        if mysql
+        else "ALTER TABLE easy_job_task RENAME COLUMN pruned_success_count TO success_count"
+    )
+
+    def write(conn: sa.Connection) -> None:
+        conn.exec_driver_sql(rename)
+        for name, count in counts.items():
+            conn.execute(
+                sa.text("UPDATE easy_job_task SET success_count = :n WHERE name = :name"),
+                {"n": count, "name": name},
+            )
+        conn.execute(meta_table.update().values(value="3"))
+
+    store.db.write("downgrade", write)
+
+
+def _upgrade(url: str, dialect: str) -> None:
+    """Run the document's block for *dialect* as an operator would: statement by statement,
+    its own BEGIN and COMMIT included."""
+    (block,) = [b for b in UPGRADES if b.dialect == dialect]
+    statements = [s.strip() for s in block.sql.split(";") if s.strip()]
+    engine = create_engine(url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            if dialect == "sqlite":
+                raw.isolation_level = None  # the block's own BEGIN and COMMIT
+            elif dialect == "mysql":
+                raw.autocommit(True)  # PyMySQL: a method
+            else:
+                raw.autocommit = True
+            cursor = raw.cursor()
+            for statement in statements:
+                cursor.execute(statement)
+            cursor.close()
+    finally:
+        engine.dispose()
+
+
+def test_the_upgrade_from_version_3_keeps_every_success_count(db_url: str) -> None:
+    store = Store.open(db_url, create=True, retry=FAST_RETRY)
+    try:
+        counts = _history(store)
+        assert counts == {"job": 5, "other": 2}
+        _as_version_3(store, counts)
+        dialect = "mysql" if store.db.dialect in ("mysql", "mariadb") else store.db.dialect
+    finally:
+        store.close()
+    with pytest.raises(SchemaVersionError, match="schema version '3'"):
+        Store.open(db_url, retry=FAST_RETRY)
+
+    _upgrade(db_url, dialect)
+
+    store = Store.open(db_url, retry=FAST_RETRY)  # checks the version
+    try:
+        assert {row.name: row.success_count for row in store.tasks.all()} == counts
+        pruned = sa.select(t.c.name, t.c.pruned_success_count)
+        rows = store.db.read("pruned", lambda conn: dict(conn.execute(pruned).all()))
+        assert rows == {"job": 2, "other": 0}
+        columns = store.db.read("columns", lambda conn: sa.inspect(conn).get_columns(t.name))
+        assert [c["name"] for c in columns] == list(metadata.tables[t.name].c.keys())
+        (new,) = store.tasks.upsert([every_second("fresh")])  # the default survives the rename
+        assert (new.pruned_success_count, store.tasks.get("fresh").success_count) == (0, 0)
+    finally:
+        store.close()
