@@ -11,13 +11,10 @@ from typing import Any
 
 from easyjob.bench.window import WindowReadings
 from easyjob.core.cron import CronSchedule
+from easyjob.store import RUNS_TABLE, TASKS_TABLE
 from easyjob.store.contract import Store
-from easyjob.store.schema import task_detail_table, task_table
 
 __all__ = ["RUNS_TABLE", "TASKS_TABLE", "TrialFigures", "measure", "percentile"]
-
-RUNS_TABLE = task_detail_table.name
-TASKS_TABLE = task_table.name
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,25 @@ from easyjob.store.nodes import Heartbeat, NodeStore
 from easyjob.store.retry import RetryPolicy, is_transient
 from easyjob.store.runs import RunStore
 from easyjob.store.schedules import ScheduleStore
+from easyjob.store.schema import task_detail_table, task_table
 from easyjob.store.summary import SummaryStore
 from easyjob.store.tasks import TaskStore
 from easyjob.store.views import ViewStore
 
-__all__ = ["Database", "Heartbeat", "RetryPolicy", "Store", "is_transient", "render_ddl"]
+__all__ = [
+    "RUNS_TABLE",
+    "TASKS_TABLE",
+    "Database",
+    "Heartbeat",
+    "RetryPolicy",
+    "Store",
+    "is_transient",
+    "render_ddl",
+]
+
+#: The documented tables' names: runs (one row per attempt) and tasks.
+RUNS_TABLE: str = task_detail_table.name
+TASKS_TABLE: str = task_table.name
 
 
 class Store:
