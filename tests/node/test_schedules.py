@@ -54,7 +54,10 @@ def test_an_interval_fires_every_45s_from_registration_exactly_once(
     node.run_for(200, step=0.5)
     assert fires(node, "every45") == [START + k * 45 * S for k in (1, 2, 3, 4)]
     assert all(ms >= 0 for ms in node.lateness_ms("every45"))
-    assert len(node.history("every45")) == 4  # nothing else was written
+    # the advances wrote ahead (plan_ahead 10 fires within 10 minutes): the next six wait
+    assert fires(node, "every45", RunStatus.PENDING) == [START + k * 45 * S for k in range(5, 11)]
+    assert len(node.history("every45")) == 10  # nothing else was written
+    assert node.store.tasks.get("every45").next_start_time == START + 11 * 45 * S
     row = node.store.tasks.get("every90m")
     assert (row.every_ms, row.anchor_time) == (5_400_000, START)
     assert row.next_start_time == START + 90 * 60 * S
