@@ -209,3 +209,33 @@ def test_a_node_whose_code_declares_a_runtime_task_name_refuses_to_start(
     task(code, "taken")
     with pytest.raises(TaskDefinitionError, match="'taken' exists as a schedule added at run"):
         Rig(tmp_path, code, node_id="n2")
+
+
+def test_pause_and_resume_within_the_planned_window_runs_the_next_fires(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    # the fires written ahead at the pause are deleted: the resumed task plans them again
+    # (a SKIPPED row would have made the insert of the same fire time drop it)
+    task(registry, "m", "0 * * * * *")
+    node = rig()
+    node.run_for(70, step=1.0)
+    assert fires(node, "m") == [START - S / 2 + 60 * S]
+    assert len(fires(node, "m", RunStatus.PENDING)) == 9  # written ahead
+    node.store.tasks.set_status("m", TaskStatus.PAUSED)
+    node.run_for(10, step=1.0)
+    node.store.tasks.set_status("m", TaskStatus.ACTIVE)
+    node.run_for(110, step=1.0)  # to 00:03:10
+    assert fires(node, "m") == [START - S / 2 + k * 60 * S for k in (1, 2, 3)]
+    assert RunStatus.SKIPPED not in node.statuses("m")
+
+
+def test_a_schedule_changed_within_the_planned_window_runs_only_the_new_fires(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    task(registry, "m", "0 * * * * *")
+    node = rig()
+    node.run_for(70, step=1.0)
+    node.store.schedules.set("m", cron="0 */2 * * * *")
+    node.run_for(230, step=1.0)  # to 00:05:00.5
+    # 00:02 both schedules share runs once; 00:03 of the old schedule does not run
+    assert fires(node, "m") == [START - S / 2 + k * 60 * S for k in (1, 2, 4)]
