@@ -5,12 +5,12 @@ schedules, writing their fires up to the horizon as PENDING runs, and those of a
 time further ahead (up to ``plan_ahead`` fires within ``plan_window``: one write of the task
 row then covers many fires), misfire policy applied (see :mod:`easyjob.core.planner`): this
 node's share of the tasks (task id modulo the live nodes), and any task overdue past the
-grace. It plans only the task rows whose name and
-function its code declared (or a schedule added at run time for a function its code
-allowed with ``@runnable``). A row it cannot plan (another node's code, a bad cron or zone
-edited into the row, a write the database refuses) is set aside, reported once per change
-of the row and looked at again every 10 s (:mod:`easyjob.node.unplannable`): one task's
-problem never stops the others' planning.
+grace. It plans only the task rows whose name and function its code declared (or a
+schedule added at run time for a function its code allowed with ``@runnable``). A row it
+cannot plan (another node's code, a bad cron or zone edited into the row, a write the
+database refuses) is set aside, reported once per change of the row and looked at again
+every 10 s (:mod:`easyjob.node.unplannable`): one task's problem never stops the others'
+planning.
 
 Planning runs on its own thread beside the loader's claims: each is a round trip to the
 database at a time, so a node that did both in turn could do neither at the pace of a

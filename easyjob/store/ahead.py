@@ -41,9 +41,13 @@ def forget_ahead(conn: sa.Connection, task_id: int, now: datetime, *, rewind: bo
     rows = conn.execute(sa.select(d.c.id, d.c.fire_time).where(*ahead)).all()
     if not rows:
         return 0
-    conn.execute(
-        d.delete().where(d.c.id.in_([row.id for row in rows]), d.c.status == str(RunStatus.PENDING))
-    )
+    ids = [row.id for row in rows]
+    deleted = conn.execute(d.delete().where(d.c.id.in_(ids), d.c.status == str(RunStatus.PENDING)))
+    if deleted.rowcount != len(rows):  # a node claimed some meanwhile: they stay and run
+        kept = set(conn.scalars(sa.select(d.c.id).where(d.c.id.in_(ids))))
+        rows = [row for row in rows if row.id not in kept]
+    if not rows:
+        return 0
     fires = {row.fire_time for row in rows}  # a sharded fire is one row per shard
     count = len(fires)
     values: dict[str, object] = {

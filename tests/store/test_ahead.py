@@ -188,3 +188,31 @@ def test_a_broadcast_task_plans_only_to_the_lookahead(store: Store, start: datet
     assert len(advance.fires) == 1
     first = advance.fires[0].fire_time
     assert store.tasks.get("job").next_start_time == first + M
+
+
+def test_a_fire_claimed_while_it_is_forgotten_stays_and_is_not_given_back(
+    store: Store, start: datetime, db_backend: str
+) -> None:
+    if db_backend == "sqlite":
+        pytest.skip("SQLite: the pause holds the write lock from its first write, no claim lands")
+    store.tasks.upsert([spec(start)])
+    plan(store)
+    horizon = store.now() + timedelta(days=1)
+    first = store.runs.pending(horizon, 1)
+    claims: list[int] = []
+
+    def claim_first(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        # another node claims the first fire after the pause read it, before it deletes
+        if statement.lstrip().upper().startswith("DELETE FROM EASY_JOB_TASK_DETAIL") and not claims:
+            claims.extend(run.id for run in store.runs.claim("n1", first))
+
+    sa.event.listen(store.db.engine, "before_cursor_execute", claim_first)
+    try:
+        paused = store.tasks.set_status("job", TaskStatus.PAUSED)
+    finally:
+        sa.event.remove(store.db.engine, "before_cursor_execute", claim_first)
+    assert claims == [first[0].id]
+    # the claimed fire was not deleted (it is SKIPPED by the pause, its node fenced), and
+    # stays counted in fire_count; the four others were deleted and given back
+    assert runs(store) == [(first[0].fire_time, RunStatus.SKIPPED)]
+    assert paused.fire_count == 1
