@@ -245,6 +245,7 @@ def test_tasks_show_the_next_fire_of_a_task_planned_ahead(
     assert (shown["lag_s"], shown["pending"]) == (0.0, 0)
     line = cli("tasks", "--db", db_url).out.splitlines()[1]
     assert first.isoformat(timespec="milliseconds").replace("+00:00", "Z") in line
+    assert cli("status", "--json", "--db", db_url).json()["late"]["total"] == 0
 
 
 def test_history_json_agrees_with_the_store(cli: Cli, store: Store, db_url: str) -> None:
