@@ -197,7 +197,8 @@ def tasks(args: argparse.Namespace) -> int:
             store.tasks.get(args.task)  # an unknown name is an error, not an empty list
         listed = [task.id for task in found] if len(found) <= _LISTED_BACKLOG else None
         db_now, backlog = store.history.backlog(listed)
-        rows = views.task_rows(found, db_now, backlog, code_since(store))
+        upcoming = store.views.next_fires([task.id for task in found])
+        rows = views.task_rows(found, db_now, backlog, code_since(store), upcoming)
     document = {"db_time": db_now, "total": total, "tasks": rows}
     if len(rows) < total:
         sys.stderr.write(

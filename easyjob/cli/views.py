@@ -1,10 +1,10 @@
 """What the CLI shows of nodes, tasks and runs: rows keyed by the tables' column names.
 
 A row holds every column of its database table (``task_name`` for a run's task) plus a few
-derived ones, in seconds: a node's heartbeat ``age_s`` and ``held`` runs, a task's ``parent``
-name, ``lag_s``, ``pending`` runs and ``success_count`` (its pruned successes plus its
-SUCCESS rows kept, as the store read them), a run's ``duration_s``. The column lists below choose
-what the human tables show; ``--json`` prints whole rows.
+derived ones: a node's heartbeat ``age_s`` and ``held`` runs, a task's ``parent`` name,
+``next_fire``, ``lag_s``, ``pending`` runs and ``success_count`` (its pruned successes plus
+its SUCCESS rows kept, as the store read them), a run's ``duration_s`` (times in seconds).
+The column lists below choose what the human tables show; ``--json`` prints whole rows.
 """
 
 from __future__ import annotations
@@ -78,16 +78,21 @@ def task_rows(
     db_now: datetime,
     backlog: Mapping[int, Backlog],
     code_since: datetime | None = None,
+    next_fires: Mapping[int, datetime] | None = None,
 ) -> list[Row]:
     """Task rows with ``parent`` (the parent task's name), ``pending`` (runs due and not yet
-    claimed) and ``lag_s``: how long the oldest unstarted fire has been due, in database
-    time. That is the later of ``next_start_time`` (fires no node has written yet) and the
-    oldest due PENDING run (fires no node has claimed), 0 when nothing is late; None for a
-    PAUSED task, whose fires wait on purpose. ``in_code``: whether a running node registered
-    the task when it started (its ``seen_time`` is not older than the oldest running node's
-    start, *code_since*); None when no node runs. A task that left every node's code stays
-    in the table, flagged ``in_code`` false, and is never deleted automatically. With no
-    live node at all, every task is ``in_code`` false."""
+    claimed), ``next_fire`` and ``lag_s``. ``next_fire``: the task's earliest fire not
+    started, the earlier of its earliest unstarted cron run (*next_fires*, by task id: fires
+    written ahead, or due and waiting) and ``next_start_time`` (its planning cursor, the
+    first fire no node has written yet). ``lag_s``: how long the oldest unstarted fire has
+    been due, in database time: the earlier of ``next_start_time`` and the oldest due
+    PENDING run (fires no node has claimed), 0 when nothing is late (a cursor ahead of now
+    is never a lag); None for a PAUSED task, whose fires wait on purpose. ``in_code``:
+    whether a running node registered the task when it started (its ``seen_time`` is not
+    older than the oldest running node's start, *code_since*); None when no node runs. A
+    task that left every node's code stays in the table, flagged ``in_code`` false, and is
+    never deleted automatically. With no live node at all, every task is ``in_code``
+    false."""
     tasks = list(tasks)
     names = {task.id: task.name for task in tasks}
     rows = []
@@ -102,6 +107,10 @@ def task_rows(
             lag = max([0.0, *((db_now - t).total_seconds() for t in due)])
         row = _columns(task)
         row["parent"] = names.get(task.pid) if task.pid is not None else None
+        written = (next_fires or {}).get(task.id)
+        row["next_fire"] = min(
+            (x for x in (written, task.next_start_time) if x is not None), default=None
+        )
         row["lag_s"] = lag
         row["pending"] = waiting.runs if waiting else 0
         row["in_code"] = code_since is not None and task.seen_time >= code_since
@@ -168,7 +177,7 @@ FAILING_COLUMNS = (
 STATUS_TASK_COLUMNS = (
     Column("name"),
     Column("status"),
-    Column("next_start_time"),
+    Column("next_fire"),
     Column("lag_s", seconds, right=True),
     Column("pending", right=True),
     Column("success_count", right=True),

@@ -63,6 +63,23 @@ def _retention(name: str, value: object) -> None:
         raise ConfigError(f"{name} must be a number of seconds (0 keeps everything), got {value!r}")
 
 
+#: The most fires one advance may write ahead: far more gains nothing (one task-row write
+#: per this many fires is already a small part of a run's writes) and makes forgetting
+#: them on a schedule change a big delete.
+MAX_PLAN_AHEAD = 1000
+
+
+def _plan_ahead(name: str, value: object) -> None:
+    _positive_int(name, value)
+    if isinstance(value, int) and value > MAX_PLAN_AHEAD:
+        raise ConfigError(f"{name} must be at most {MAX_PLAN_AHEAD} fires, got {value!r}")
+
+
+def _non_negative_seconds(name: str, value: object) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise ConfigError(f"{name} must be a number of seconds (0 or more), got {value!r}")
+
+
 def _node_id(name: str, value: object) -> None:
     if not isinstance(value, str) or not value or len(value) > 128:
         raise ConfigError(f"node id must be 1-128 characters, got {value!r}")
@@ -160,6 +177,23 @@ class NodeConfig:
         check=_optional_positive_seconds,
         shown="2 polls",
     )
+    plan_ahead: int = setting(
+        10,  # see docs/concepts.md, "Planning ahead"
+        help="fires one advance of a schedule writes at most (1: only those in the lookahead; "
+        "every fire in the lookahead is always written)",
+        metavar="N",
+        parse=integer,
+        check=_plan_ahead,
+    )
+    plan_window: float = setting(
+        600.0,  # see docs/concepts.md, "Planning ahead"
+        help="how far ahead of now an advance writes fires beyond the lookahead (0s: only the "
+        "lookahead)",
+        metavar="DURATION",
+        parse=seconds,
+        check=_non_negative_seconds,
+        show=format_duration,
+    )
     batch: int = setting(
         200,
         help="runs or tasks per claim or advance statement",
@@ -232,6 +266,11 @@ class NodeConfig:
     @property
     def lookahead_s(self) -> float:
         return self.lookahead if self.lookahead is not None else 2 * self.poll
+
+    @property
+    def plan_until(self) -> timedelta:
+        """How far ahead of now an advance may write fires: the lookahead at least."""
+        return timedelta(seconds=max(self.plan_window, self.lookahead_s))
 
     @property
     def overdue_grace_s(self) -> float:

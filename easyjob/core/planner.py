@@ -14,6 +14,16 @@ task is due too (the cluster fell a period behind: a fire whose successor is due
 - ``catch_up``: every late fire runs, oldest first, written in chunks of at most ``cap``
   fires per advance (one row per fire: that is what catching up costs).
 
+Planning ahead: an advance of a task on time may write beyond the look-ahead, up to
+*ahead* fires in all or until *until* (whichever comes first; every fire of the look-ahead
+is written whatever *ahead* says), so that one version-checked write of the task row covers
+many fires (a task's ``next_start_time`` is then its *planning cursor*, the first fire not
+written, and lies ahead of its next fire). Not for a broadcast task: its fires are one run
+per node running then, so a node that joins later would miss the fires written before it
+did. Not for an advance that would finish the task (``max_runs`` or the schedule's end):
+FINISHED keeps meaning that the task's last fire is within the look-ahead, and the fires a
+pause or a schedule change forgets (see :mod:`easyjob.store.ahead`) can be planned again.
+
 A late task's advance writes nothing ahead of *now*: its next fires are planned once the
 fire it runs has started. So under ``fire_once`` and ``skip`` no run starts after a later
 fire of its task was due:
@@ -45,14 +55,33 @@ _EPS = timedelta(microseconds=1)
 
 
 def plan_advance(
-    task: TaskRow, schedule: Schedule, now: datetime, horizon: datetime, *, cap: int = 5000
+    task: TaskRow,
+    schedule: Schedule,
+    now: datetime,
+    horizon: datetime,
+    *,
+    cap: int = 5000,
+    ahead: int = 1,
+    until: datetime | None = None,
 ) -> tuple[Advance, bool]:
     """The advance of *task* at database time *now* up to *horizon*, and whether fires beyond
     *cap* remain (the caller should plan again soon rather than wait for its next poll).
 
+    When the task is on time, not broadcast, and *until* is later than *horizon*, the
+    advance writes on past *horizon* until it holds *ahead* fires or reaches *until* (see
+    the module docstring, "Planning ahead"), unless that would finish the task.
+
     A task with ``max_runs`` gets at most that many fires to run (PENDING rows, counted in
     its ``fire_count``) in all: the advance that writes the last one finishes the task."""
-    advance, more = _plan(task, schedule, now, horizon, cap)
+    if task.broadcast or until is None or until <= horizon or ahead <= 1:
+        return _limited(task, *_plan(task, schedule, now, horizon, cap, None))
+    advance, more = _limited(task, *_plan(task, schedule, now, horizon, cap, (ahead, until)))
+    if advance.next_start_time is None:  # would finish the task: only the look-ahead
+        return _limited(task, *_plan(task, schedule, now, horizon, cap, None))
+    return advance, more
+
+
+def _limited(task: TaskRow, advance: Advance, more: bool) -> tuple[Advance, bool]:
     if task.max_runs is None:
         return advance, more
     return _bounded(advance, task.max_runs - task.fire_count), more
@@ -73,18 +102,28 @@ def _bounded(advance: Advance, left: int) -> Advance:
 
 
 def _plan(
-    task: TaskRow, schedule: Schedule, now: datetime, horizon: datetime, cap: int
+    task: TaskRow,
+    schedule: Schedule,
+    now: datetime,
+    horizon: datetime,
+    cap: int,
+    ahead: tuple[int, datetime] | None,
 ) -> tuple[Advance, bool]:
     start = task.next_start_time
     if start is None:
         raise ValueError(f"task {task.name!r} has no next_start_time to advance from")
-    if task.misfire == Misfire.CATCH_UP or start > now:
-        return _in_chunks(task, schedule, start, horizon, cap)
+    if start > now:
+        return _in_chunks(task, schedule, start, horizon, cap, ahead)
     grace = timedelta(milliseconds=task.misfire_grace_ms)
     late_before = now - grace
+    if task.misfire == Misfire.CATCH_UP:
+        due = schedule.fires_between(start, now, limit=2)
+        on_time = len(due) <= 1 and (not due or due[0] >= late_before)
+        return _in_chunks(task, schedule, start, horizon, cap, ahead if on_time else None)
     due, counted = _late_fires(schedule, start, min(horizon, now), cap)
     if len(due) <= 1 and (not due or due[-1] >= late_before):
-        return _in_chunks(task, schedule, start, horizon, cap)  # on time: nothing to decide
+        # on time: nothing to decide
+        return _in_chunks(task, schedule, start, horizon, cap, ahead)
     # a fire whose successor is due too is superseded; the latest due runs once (fire_once),
     # or (skip) only when it is still within the grace
     keep: datetime | None = due[-1]
@@ -104,15 +143,24 @@ def _plan(
 
 
 def _in_chunks(
-    task: TaskRow, schedule: Schedule, start: datetime, horizon: datetime, cap: int
+    task: TaskRow,
+    schedule: Schedule,
+    start: datetime,
+    horizon: datetime,
+    cap: int,
+    ahead: tuple[int, datetime] | None,
 ) -> tuple[Advance, bool]:
-    """Every fire from *start* to *horizon* as PENDING, at most *cap* of them."""
+    """Every fire from *start* to *horizon* as PENDING, at most *cap* of them; then, with
+    *ahead* ``(count, until)``, the next fires up to *until* until there are *count*."""
     fires = schedule.fires_between(start, horizon, limit=cap + 1)
     more = len(fires) > cap
     if more:
         next_time: datetime | None = fires[cap]
         fires = fires[:cap]
     else:
+        if ahead is not None and len(fires) < ahead[0]:
+            count, until = ahead
+            fires += schedule.fires_between(horizon + _EPS, until, limit=count - len(fires))
         next_time = schedule.next_after(max(horizon, fires[-1]) if fires else horizon)
     planned = tuple(PlannedFire(fire) for fire in fires)
     advance = Advance(task.id, task.version, next_time, planned, task.shards, task.broadcast)

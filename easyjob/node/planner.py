@@ -1,14 +1,16 @@
 """The planner thread: turns due schedules into runs (the fires a loader then claims).
 
 Every poll, with database time *now* and horizon ``now + lookahead``, it advances due task
-schedules, writing their fires up to the horizon as PENDING runs (misfire policy applied;
-see :mod:`easyjob.core.planner`): this node's share of the tasks (task id modulo the live
-nodes), and any task overdue past the grace. It plans only the task rows whose name and
-function its code declared (or a schedule added at run time for a function its code
-allowed with ``@runnable``). A row it cannot plan (another node's code, a bad cron or zone
-edited into the row, a write the database refuses) is set aside, reported once per change
-of the row and looked at again every 10 s (:mod:`easyjob.node.unplannable`): one task's
-problem never stops the others' planning.
+schedules, writing their fires up to the horizon as PENDING runs, and those of a task on
+time further ahead (up to ``plan_ahead`` fires within ``plan_window``: one write of the task
+row then covers many fires), misfire policy applied (see :mod:`easyjob.core.planner`): this
+node's share of the tasks (task id modulo the live nodes), and any task overdue past the
+grace. It plans only the task rows whose name and function its code declared (or a
+schedule added at run time for a function its code allowed with ``@runnable``). A row it
+cannot plan (another node's code, a bad cron or zone edited into the row, a write the
+database refuses) is set aside, reported once per change of the row and looked at again
+every 10 s (:mod:`easyjob.node.unplannable`): one task's problem never stops the others'
+planning.
 
 Planning runs on its own thread beside the loader's claims: each is a round trip to the
 database at a time, so a node that did both in turn could do neither at the pace of a
@@ -145,7 +147,10 @@ class Planner(Loop):
                     task, now, "it has a next_start_time but no cron or interval", logging.INFO
                 )
                 return None, False
-            return plan_advance(task, schedule, now, horizon)
+            until = now + self._config.plan_until
+            return plan_advance(
+                task, schedule, now, horizon, ahead=self._config.plan_ahead, until=until
+            )
         except Exception as err:  # one task's bad row must not stop the others' planning
             self._unplannable.add(task, now, f"{type(err).__name__}: {err}", logging.ERROR)
             return None, False

@@ -463,6 +463,11 @@ class ViewStore(Protocol):
         """The last ended run of each task in *task_ids*."""
         ...
 
+    def next_fires(self, task_ids: Sequence[int]) -> dict[int, datetime]:
+        """By task id of *task_ids*, the earliest fire time of its unstarted cron fires
+        (PENDING or CLAIMED); tasks with none are absent."""
+        ...
+
     def activity(self, window: timedelta, buckets: int = 60) -> Activity:
         """Runs ended in the last *window* (database time), in *buckets* equal buckets."""
         ...

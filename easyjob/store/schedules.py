@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from easyjob.core.records import ORIGIN_RUNTIME, TaskRow, TaskSpec
 from easyjob.core.states import Misfire, Overlap, TaskStatus
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
+from easyjob.store.ahead import forget_ahead
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
 from easyjob.store.runs import skip_unstarted
@@ -127,7 +128,9 @@ class ScheduleStore:
     ) -> TaskRow:
         """Give task *name* the schedule *cron* or *every* (exactly one) from now on: its
         next fire is the first of the new schedule after now (an interval is anchored now).
-        Fires already written stay and run. A child task (it runs after its parent) is
+        Fires already due, or claimed by a node, stay and run; fires the old schedule wrote
+        ahead and not yet due are deleted (see :func:`~easyjob.store.ahead.forget_ahead`):
+        the new schedule plans its own. A child task (it runs after its parent) is
         refused. A PAUSED task stays paused; a FINISHED one becomes ACTIVE again if the new
         schedule fires."""
         if (cron is None) == (every is None):
@@ -170,13 +173,16 @@ class ScheduleStore:
                     update_time=now,
                 )
             )
+            forget_ahead(conn, row["id"], now)
 
         self._db.write("set_schedule", write)
         return self._get(name)
 
     def remove(self, name: str) -> TaskRow:
         """Remove task *name*, added at run time: it fires no more (FINISHED, no next fire)
-        and its runs not yet started are closed SKIPPED, in one transaction; runs already
+        and its runs not yet started are closed, in one transaction (its fires written ahead
+        and not yet due are deleted, so that a task added again under its name fires at
+        those times; the others become SKIPPED); runs already
         RUNNING go on to their end; its history stays. A task declared by code is refused
         (pause it, or remove it from the code)."""
 
@@ -200,6 +206,7 @@ class ScheduleStore:
                     update_time=now,
                 )
             )
+            forget_ahead(conn, row.id, now)
             skip_unstarted(conn, row.id, REMOVED, now)
 
         self._db.write("remove_schedule", write)

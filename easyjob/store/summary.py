@@ -96,9 +96,11 @@ def _by_node(conn: sa.Connection, since: datetime) -> dict[str, dict[str, int]]:
 def _late(
     conn: sa.Connection, now: datetime, before: datetime, top: int
 ) -> tuple[int, list[LateTask]]:
-    """How many ACTIVE tasks are late, and the *top* most late. A task is late when its next
-    fire not yet written (``next_start_time``) or its oldest due PENDING run is older than
-    *before*; its lag is database time minus the older of the two."""
+    """How many ACTIVE tasks are late, and the *top* most late. A task is late when its first
+    fire not yet written (``next_start_time``, the planning cursor: fires are written ahead
+    of it, so a cursor ahead of now is no lag) or its oldest due PENDING run is older than
+    *before*; its lag is database time minus the older of the two (never negative: one of
+    them is older than *before*)."""
     active = t.c.status == str(TaskStatus.ACTIVE)
     unwritten = sa.select(t.c.id).where(active, t.c.next_start_time < before)
     waiting = (

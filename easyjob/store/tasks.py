@@ -17,6 +17,7 @@ from easyjob.core.records import Advance, PlannedFire, TaskRow, TaskSpec
 from easyjob.core.schedule import build_schedule
 from easyjob.core.states import Misfire, NodeStatus, RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
+from easyjob.store.ahead import forget_ahead
 from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.retry import first_line, is_transient
@@ -50,6 +51,9 @@ class TaskStore:
         Safe when several nodes register the same tasks at once: the name is UNIQUE and
         inserts that lose the race become updates. A changed cron or time zone recomputes
         ``next_start_time`` (the first fire after now, database time); other changes keep it.
+        A changed schedule, ``shards``, ``broadcast`` or ``max_runs``, and a pause, forget
+        the task's fires written ahead and not yet due (see
+        :func:`~easyjob.store.ahead.forget_ahead`): the new definition plans them again.
         ``seen_time`` is set to now for every task given. Parents are resolved by name among
         *specs* and the tasks already stored; an unknown parent raises TaskDefinitionError.
         """
@@ -171,6 +175,12 @@ class TaskStore:
             .where(t.c.id == row.id)
             .values(**changes, version=t.c.version + 1, node_id=None, update_time=now)
         )
+        if _SCHEDULE.intersection(changes):
+            forget_ahead(conn, row.id, now)  # the new schedule plans from next_start_time
+        elif changes.get("status") == str(TaskStatus.PAUSED) or (
+            _FIRES.intersection(changes) and row.status != TaskStatus.FINISHED
+        ):
+            forget_ahead(conn, row.id, now, rewind=True)
         return True
 
     def _by_names(self, conn: sa.Connection, names: Sequence[str]) -> dict[str, TaskRow]:
@@ -204,13 +214,15 @@ class TaskStore:
 
         A FINISHED task cannot be paused or resumed (TaskDefinitionError).
         Pausing closes, in the same transaction, every run of the task that has not
-        started (PENDING, or CLAIMED by a node: its version moves, so the node's start is
-        fenced) as SKIPPED with the reason "task paused before it started": once the pause
-        is committed, no run of the task starts. Runs already RUNNING go on to their end.
-        While PAUSED no fires are written and its runs are not claimed (a manual trigger
-        waits PENDING for the resume). Resuming moves ``next_start_time`` to the first fire
-        after now: the fires of the paused time were not missed, they were not wanted, so
-        they leave no rows."""
+        started: its cron fires written ahead and not yet due are deleted (see
+        :func:`~easyjob.store.ahead.forget_ahead`), and the others (due PENDING runs, or
+        CLAIMED by a node: its version moves, so the node's start is fenced) become SKIPPED
+        with the reason "task paused before it started": once the pause is committed, no
+        run of the task starts. Runs already RUNNING go on to their end. While PAUSED no
+        fires are written and its runs are not claimed (a manual trigger waits PENDING for
+        the resume). Resuming moves ``next_start_time`` to the first fire after now (and
+        forgets fires written ahead, if any): the fires of the paused time were not missed,
+        they were not wanted, so they leave no rows."""
 
         def write(conn: sa.Connection) -> None:
             query = sa.select(t.c.id, t.c.status, *(t.c[c] for c in _SCHEDULE_ROW)).where(
@@ -230,7 +242,10 @@ class TaskStore:
             conn.execute(
                 t.update().where(t.c.name == name).values(**values, version=t.c.version + 1)
             )
-            if status == TaskStatus.PAUSED and row.status != str(TaskStatus.PAUSED):
+            if status == TaskStatus.ACTIVE:
+                forget_ahead(conn, row.id, now)  # planned again from next_start_time
+            elif row.status != str(TaskStatus.PAUSED):
+                forget_ahead(conn, row.id, now)
                 skip_unstarted(conn, row.id, "task paused before it started", now)
 
         self._db.write("set_task_status", write)
@@ -557,6 +572,8 @@ def _parents_first(specs: Sequence[TaskSpec]) -> list[TaskSpec]:
 _DECLARED = ("cron_expr", "tz", "every_ms")
 #: Every column the fire times depend on.
 _SCHEDULE = frozenset({*_DECLARED, "starts_at", "ends_at"})
+#: The other columns the fires written ahead depend on (their runs, how many of them).
+_FIRES = frozenset({"shards", "broadcast", "max_runs"})
 _SCHEDULE_ROW = (*_DECLARED, "starts_at", "ends_at", "anchor_time")
 
 

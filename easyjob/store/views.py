@@ -5,7 +5,7 @@ only reads."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,7 +14,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
 from easyjob.core.records import TaskRow
-from easyjob.core.states import TERMINAL, RunStatus
+from easyjob.core.states import TERMINAL, RunStatus, Trigger
 from easyjob.core.store_values import Activity, Bucket, LastOutcome
 from easyjob.store.database import Database
 from easyjob.store.engine import compiled_by, db_now
@@ -26,6 +26,11 @@ __all__ = ["Activity", "Bucket", "LastOutcome", "ViewStore"]
 
 d = task_detail_table
 t = task_table
+
+
+#: Task ids per statement of a read by ids: well under every backend's limit of bound
+#: parameters, however many tasks ``easyjob tasks --limit`` lists.
+_IDS_PER_READ = 1000
 
 
 class ViewStore:
@@ -87,6 +92,33 @@ class ViewStore:
             }
 
         return self._db.read("view_last_outcomes", read)
+
+    def next_fires(self, task_ids: Sequence[int]) -> dict[int, datetime]:
+        """By task id of *task_ids*, the earliest fire time of its unstarted cron fires
+        (PENDING or CLAIMED: written ahead, or due and waiting); tasks with none are absent.
+        A task's next fire is the earlier of this and its ``next_start_time`` (the first
+        fire not written yet). Read through the (task_id, status) index."""
+        if not task_ids:
+            return {}
+
+        ids = list(task_ids)
+
+        def read(conn: sa.Connection) -> dict[int, datetime]:
+            found: dict[int, datetime] = {}
+            for start in range(0, len(ids), _IDS_PER_READ):
+                query = (
+                    sa.select(d.c.task_id, sa.func.min(d.c.fire_time))
+                    .where(
+                        d.c.task_id.in_(ids[start : start + _IDS_PER_READ]),
+                        d.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)]),
+                        d.c.triggered_by == str(Trigger.CRON),
+                    )
+                    .group_by(d.c.task_id)
+                )
+                found.update((int(task_id), first) for task_id, first in conn.execute(query))
+            return found
+
+        return self._db.read("view_next_fires", read)
 
     def activity(self, window: timedelta, buckets: int = 60) -> Activity:
         """Runs that ended in the last *window* (database time) in *buckets* equal buckets,

@@ -113,7 +113,8 @@ class Dashboard:
         _, known = self._store.nodes.all()
         starts = [n.started_at for n in known if n.status == NodeStatus.RUNNING]
         found = self._store.views.tasks(name_contains=name or None, limit=500)
-        rows = views.task_rows(found, db_now, backlog, min(starts, default=None))
+        upcoming = self._store.views.next_fires([task.id for task in found])
+        rows = views.task_rows(found, db_now, backlog, min(starts, default=None), upcoming)
         outcomes = self._store.views.last_outcomes([task.id for task in found])
         for row in rows:
             row["last"] = outcomes.get(row["id"])

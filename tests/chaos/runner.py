@@ -296,7 +296,19 @@ class Play:
 
     def start_sampling(self, every: float = 0.2) -> None:
         sampler = Store.open(self.db_url, retry=RetryPolicy(deadline_s=1.0, max_wait_s=0.2))
-        query = sa.select(task_table.c.name, task_table.c.next_start_time)
+        t, d = task_table, task_detail_table
+        # a task's next fire: its earliest unstarted cron run (fires are written ahead of the
+        # planning cursor, next_start_time, which a schedule change moves back), else the cursor
+        unstarted = (
+            sa.select(sa.func.min(d.c.fire_time))
+            .where(
+                d.c.task_id == t.c.id,
+                d.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)]),
+                d.c.triggered_by == str(Trigger.CRON),
+            )
+            .scalar_subquery()
+        )
+        query = sa.select(t.c.name, t.c.next_start_time, unstarted)
 
         def loop() -> None:
             try:
@@ -304,7 +316,8 @@ class Play:
                     with contextlib.suppress(Exception):  # database faults are the point
                         rows = sampler.db.read("chaos_sample", lambda c: c.execute(query).all())
                         at = time.time()
-                        for name, value in rows:
+                        for name, cursor, first in rows:
+                            value = min((x for x in (cursor, first) if x is not None), default=None)
                             self._samples.setdefault(name, []).append((at, value))
             finally:
                 sampler.close()

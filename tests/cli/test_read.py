@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
+from easyjob.core.records import Advance, PlannedFire
 from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
 from easyjob.store import Store
 from easyjob.store.schema import node_table as n
@@ -200,7 +201,7 @@ def test_tasks_and_nodes_list_every_row(cli: Cli, store: Store, db_url: str) -> 
         "cron_expr",
         "tz",
         "parent",
-        "next_start_time",
+        "next_fire",
         "lag_s",
         "pending",
         "success_count",
@@ -225,6 +226,26 @@ def test_tasks_and_nodes_list_every_row(cli: Cli, store: Store, db_url: str) -> 
     assert nodes.out.splitlines()[1].split()[:2] == ["node-a", "RUNNING"]
     (node,) = cli("nodes", "--json", "--db", db_url).json()["nodes"]
     assert (node["node_id"], node["workers"], node["held"]) == ("node-a", 4, 0)
+
+
+def test_tasks_show_the_next_fire_of_a_task_planned_ahead(
+    cli: Cli, store: Store, db_url: str
+) -> None:
+    # next_start_time is the planning cursor, past the fires written ahead: the next fire
+    # is the earliest of those, and a cursor ahead of now is no lag
+    (row,) = store.tasks.upsert(yearly("ahead"))
+    first = row.next_start_time
+    assert first is not None
+    fires = tuple(PlannedFire(first + timedelta(days=365 * i)) for i in range(3))
+    cursor = first + timedelta(days=3 * 365)
+    assert store.tasks.advance("n", [Advance(row.id, row.version, cursor, fires)]) == [row.id]
+    (shown,) = cli("tasks", "--json", "--db", db_url).json()["tasks"]
+    assert _when(shown["next_fire"]) == first
+    assert _when(shown["next_start_time"]) == cursor
+    assert (shown["lag_s"], shown["pending"]) == (0.0, 0)
+    line = cli("tasks", "--db", db_url).out.splitlines()[1]
+    assert first.isoformat(timespec="milliseconds").replace("+00:00", "Z") in line
+    assert cli("status", "--json", "--db", db_url).json()["late"]["total"] == 0
 
 
 def test_history_json_agrees_with_the_store(cli: Cli, store: Store, db_url: str) -> None:

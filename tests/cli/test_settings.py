@@ -30,6 +30,8 @@ VARIABLES = {
     "dead_after": "EASYJOB_DEAD_AFTER",
     "poll": "EASYJOB_POLL",
     "lookahead": "EASYJOB_LOOKAHEAD",
+    "plan_ahead": "EASYJOB_PLAN_AHEAD",
+    "plan_window": "EASYJOB_PLAN_WINDOW",
     "batch": "EASYJOB_BATCH",
     "max_held": "EASYJOB_MAX_HELD",
     "executor": "EASYJOB_EXECUTOR",
@@ -50,6 +52,8 @@ SAMPLES: dict[str, tuple[str, Any, str]] = {
     "dead_after": ("4", 4, "1"),
     "poll": ("0.25", 0.25, "0"),
     "lookahead": ("3", 3.0, "soon"),
+    "plan_ahead": ("30", 30, "1001"),
+    "plan_window": ("1h", 3600.0, "10 minutes"),
     "batch": ("50", 50, "0"),
     "max_held": ("99", 99, "1.5"),
     "executor": ("process", "process", "fork"),
@@ -164,6 +168,12 @@ def test_a_bad_value_names_the_option_the_variable_and_the_value(
             "EASYJOB_WORKERS",
             "x",
             "argument --workers: must be an integer, got 'x' (from EASYJOB_WORKERS)",
+        ),
+        (
+            "EASYJOB_PLAN_AHEAD",
+            "1001",
+            "argument --plan-ahead: plan_ahead must be at most 1000 fires, got 1001 "
+            "(from EASYJOB_PLAN_AHEAD)",
         ),
         (
             "EASYJOB_DEAD_AFTER",

@@ -54,7 +54,10 @@ def test_an_interval_fires_every_45s_from_registration_exactly_once(
     node.run_for(200, step=0.5)
     assert fires(node, "every45") == [START + k * 45 * S for k in (1, 2, 3, 4)]
     assert all(ms >= 0 for ms in node.lateness_ms("every45"))
-    assert len(node.history("every45")) == 4  # nothing else was written
+    # the advances wrote ahead (plan_ahead 10 fires within 10 minutes): the next six wait
+    assert fires(node, "every45", RunStatus.PENDING) == [START + k * 45 * S for k in range(5, 11)]
+    assert len(node.history("every45")) == 10  # nothing else was written
+    assert node.store.tasks.get("every45").next_start_time == START + 11 * 45 * S
     row = node.store.tasks.get("every90m")
     assert (row.every_ms, row.anchor_time) == (5_400_000, START)
     assert row.next_start_time == START + 90 * 60 * S
@@ -206,3 +209,33 @@ def test_a_node_whose_code_declares_a_runtime_task_name_refuses_to_start(
     task(code, "taken")
     with pytest.raises(TaskDefinitionError, match="'taken' exists as a schedule added at run"):
         Rig(tmp_path, code, node_id="n2")
+
+
+def test_pause_and_resume_within_the_planned_window_runs_the_next_fires(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    # the fires written ahead at the pause are deleted: the resumed task plans them again
+    # (a SKIPPED row would have made the insert of the same fire time drop it)
+    task(registry, "m", "0 * * * * *")
+    node = rig()
+    node.run_for(70, step=1.0)
+    assert fires(node, "m") == [START - S / 2 + 60 * S]
+    assert len(fires(node, "m", RunStatus.PENDING)) == 9  # written ahead
+    node.store.tasks.set_status("m", TaskStatus.PAUSED)
+    node.run_for(10, step=1.0)
+    node.store.tasks.set_status("m", TaskStatus.ACTIVE)
+    node.run_for(110, step=1.0)  # to 00:03:10
+    assert fires(node, "m") == [START - S / 2 + k * 60 * S for k in (1, 2, 3)]
+    assert RunStatus.SKIPPED not in node.statuses("m")
+
+
+def test_a_schedule_changed_within_the_planned_window_runs_only_the_new_fires(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    task(registry, "m", "0 * * * * *")
+    node = rig()
+    node.run_for(70, step=1.0)
+    node.store.schedules.set("m", cron="0 */2 * * * *")
+    node.run_for(230, step=1.0)  # to 00:05:00.5
+    # 00:02 both schedules share runs once; 00:03 of the old schedule does not run
+    assert fires(node, "m") == [START - S / 2 + k * 60 * S for k in (1, 2, 4)]

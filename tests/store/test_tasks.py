@@ -216,7 +216,14 @@ def test_a_pause_closes_the_task_s_unstarted_runs_and_resume_skips_the_pause(
 ) -> None:
     from tests.store.conftest import make_pending
 
-    pending, claimed = make_pending(store, "p", fires=2)
+    due, ahead, claimed = make_pending(store, "p", fires=3)
+    hour_ago = store.now() - timedelta(hours=1)
+    store.db.write(
+        "due",
+        lambda conn: conn.execute(
+            d.update().where(d.c.id == due).values(fire_time=hour_ago, due_time=hour_ago)
+        ),
+    )
     horizon = store.now() + timedelta(days=1)
     (held,) = store.runs.claim(
         "n1", [c for c in store.runs.pending(horizon, 10) if c.id == claimed]
@@ -224,8 +231,12 @@ def test_a_pause_closes_the_task_s_unstarted_runs_and_resume_skips_the_pause(
     store.tasks.set_status("p", TaskStatus.PAUSED)
     assert store.runs.pending(horizon, 10) == []
     rows = {r.id: r for r in store.history.runs(task="p")}
-    assert {rows[pending].status, rows[claimed].status} == {RunStatus.SKIPPED}
+    # a fire written ahead and not yet due is deleted (a SKIPPED row would hold its fire
+    # time against the resumed schedule); a due or claimed one is SKIPPED
+    assert ahead not in rows
+    assert {rows[due].status, rows[claimed].status} == {RunStatus.SKIPPED}
     assert rows[claimed].error_msg == "task paused before it started"
+    assert store.tasks.get("p").fire_count == 2
     assert store.runs.start(held) is None  # the claim was fenced by the pause
     store.db.write(
         "age",

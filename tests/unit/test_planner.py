@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from easyjob.core.cron import CronSchedule
 from easyjob.core.planner import plan_advance
-from easyjob.core.records import TaskRow
+from easyjob.core.records import Advance, TaskRow
+from easyjob.core.schedule import Bounded, IntervalSchedule, Schedule
 from easyjob.core.states import Misfire, Overlap, TaskStatus
 
 T0 = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -139,3 +141,102 @@ def test_a_schedule_that_ends_finishes_the_task() -> None:
     advance, more = plan_advance(task(T0), once, T0, T0 + timedelta(seconds=1))
     assert advance.fires == () and not more
     assert advance.next_start_time == datetime(2031, 1, 1, tzinfo=UTC)
+
+
+# Planning ahead: one advance (one write of the task row) covers up to `ahead` fires.
+
+MINUTELY = CronSchedule.parse("0 * * * * *")
+TEN_MIN = timedelta(minutes=10)
+LOOKAHEAD = timedelta(seconds=2)
+
+
+def ahead_of(
+    row: TaskRow, schedule: Schedule, now: datetime, *, ahead: int = 10
+) -> tuple[Advance, bool]:
+    return plan_advance(row, schedule, now, now + LOOKAHEAD, ahead=ahead, until=now + TEN_MIN)
+
+
+def test_an_on_time_advance_writes_ahead_up_to_the_count() -> None:
+    now = T0 - timedelta(seconds=1)  # the minutely fire at T0 entered the look-ahead
+    advance, more = ahead_of(task(T0), MINUTELY, now)
+    assert [f.fire_time for f in advance.fires] == [T0 + timedelta(minutes=i) for i in range(10)]
+    assert statuses(advance.fires) == ["P"] * 10 and not more
+    assert advance.next_start_time == T0 + timedelta(minutes=10)  # the planning cursor
+    # and the next advance, once the cursor enters the look-ahead, goes on from there
+    later = T0 + timedelta(minutes=10) - timedelta(seconds=1)
+    again, _ = ahead_of(task(advance.next_start_time), MINUTELY, later)
+    assert again.fires[0].fire_time == T0 + timedelta(minutes=10)
+
+
+def test_the_window_bounds_how_far_ahead() -> None:
+    every_5m = CronSchedule.parse("0 */5 * * * *")
+    now = T0 - timedelta(seconds=1)
+    advance, _ = ahead_of(task(T0), every_5m, now)
+    # T0, +5m; +10m is past now + 10 min
+    assert [f.fire_time for f in advance.fires] == [T0, T0 + timedelta(minutes=5)]
+    assert advance.next_start_time == T0 + timedelta(minutes=10)
+
+
+def test_every_fire_of_the_lookahead_is_written_whatever_the_count() -> None:
+    fast = IntervalSchedule(timedelta(milliseconds=100), T0 - timedelta(seconds=1))
+    advance, _ = ahead_of(task(T0), fast, T0, ahead=5)
+    assert len(advance.fires) == 21  # T0 .. T0 + 2 s, every 100 ms
+    assert advance.next_start_time == T0 + timedelta(milliseconds=2100)
+
+
+def test_ahead_of_one_or_no_window_plans_to_the_lookahead_only() -> None:
+    now = T0 - timedelta(seconds=1)
+    for one in (
+        plan_advance(task(T0), MINUTELY, now, now + LOOKAHEAD, ahead=1, until=now + TEN_MIN),
+        plan_advance(task(T0), MINUTELY, now, now + LOOKAHEAD, ahead=10),
+        plan_advance(task(T0), MINUTELY, now, now + LOOKAHEAD, ahead=10, until=now),
+    ):
+        advance, _ = one
+        assert [f.fire_time for f in advance.fires] == [T0]
+        assert advance.next_start_time == T0 + timedelta(minutes=1)
+
+
+def test_a_broadcast_task_plans_only_to_the_lookahead() -> None:
+    # its fires are one run per node running at plan time: a node that joins later would
+    # miss every fire written before it did
+    now = T0 - timedelta(seconds=1)
+    advance, _ = ahead_of(replace(task(T0), broadcast=True), MINUTELY, now)
+    assert [f.fire_time for f in advance.fires] == [T0]
+    assert advance.next_start_time == T0 + timedelta(minutes=1)
+
+
+def test_a_task_behind_writes_nothing_ahead() -> None:
+    now = T0 + timedelta(minutes=3, seconds=1)  # T0 .. T0+3m due: the task fell behind
+    advance, _ = ahead_of(task(T0), MINUTELY, now)
+    assert statuses(advance.fires) == ["M", "P"]
+    assert advance.next_start_time == T0 + timedelta(minutes=4)  # the next fire, as before
+    caught, more = ahead_of(task(T0, Misfire.CATCH_UP), MINUTELY, now)
+    assert [f.fire_time for f in caught.fires] == [T0 + timedelta(minutes=i) for i in range(4)]
+    assert caught.next_start_time == T0 + timedelta(minutes=4) and not more
+
+
+def test_a_task_one_fire_due_within_its_grace_is_on_time_and_plans_ahead() -> None:
+    now = T0 + timedelta(seconds=1)  # T0 due for 1 s, within the 5 s grace
+    for policy in Misfire:
+        advance, _ = ahead_of(task(T0, policy), MINUTELY, now)
+        assert len(advance.fires) == 10, policy
+        assert advance.next_start_time == T0 + timedelta(minutes=10)
+
+
+def test_planning_ahead_never_finishes_a_task() -> None:
+    # FINISHED keeps meaning "the last fire is within the look-ahead": a max_runs task
+    # whose last fires would be written ahead plans them one look-ahead at a time
+    now = T0 - timedelta(seconds=1)
+    bounded = replace(task(T0), max_runs=25, fire_count=10)
+    advance, _ = ahead_of(bounded, MINUTELY, now)
+    assert len(advance.fires) == 10 and advance.next_start_time is not None
+    last = replace(bounded, fire_count=20)  # 5 left: writing 10 ahead would finish it
+    advance, _ = ahead_of(last, MINUTELY, now)
+    assert [f.fire_time for f in advance.fires] == [T0]
+    assert advance.next_start_time == T0 + timedelta(minutes=1)
+    ending = Bounded(MINUTELY, end=T0 + timedelta(minutes=4))
+    advance, _ = ahead_of(task(T0), ending, now)
+    assert [f.fire_time for f in advance.fires] == [T0]
+    final, _ = ahead_of(task(T0 + timedelta(minutes=4)), ending, now + timedelta(minutes=4))
+    assert [f.fire_time for f in final.fires] == [T0 + timedelta(minutes=4)]
+    assert final.next_start_time is None  # finished with its last fire in the look-ahead
