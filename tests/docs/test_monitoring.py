@@ -22,7 +22,12 @@ def exported() -> set[str]:
     metrics.misfired("t")
     metrics.watch(
         Gauges(lambda: 1, lambda: 1, lambda: 0, lambda: 0.1, lambda: 0.0),
-        lambda: {"statements": 1, "commits": 1, "errors.lock": 1},
+        lambda: {
+            "statements": 1,
+            "commits": 1,
+            "errors.lock": 1,
+            "rows_written.easy_job_task_detail": 1,
+        },
     )
     text = generate_latest(metrics.registry).decode()
     return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
