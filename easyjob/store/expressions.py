@@ -1,13 +1,44 @@
-"""SQL expressions shared by the store's statements (the same on every database)."""
+"""SQL expressions shared by the store's statements, and the shapes their lists take.
+
+Statement shapes: a batch statement names its rows by lists of ids (and values per id).
+Written as expanding IN lists, each batch size renders another SQL text, and a driver
+caches by text: psycopg never prepared them server-side (nor reused its own parse: it skips
+its cache for texts over 4,096 bytes), SQLite's statement cache missed. The helpers here
+give every list a bounded number of texts, per database:
+
+- PostgreSQL binds each list as one array: ``id = ANY(:ids)``, ``(id, version) IN (SELECT
+  * FROM unnest(:ids, :versions))``, a value per id ``(:values)[array_position(:ids, id)]``.
+  One text per statement whatever the batch, so psycopg prepares it after a few runs.
+- SQLite and MySQL/MariaDB (no arrays) keep IN lists, padded to the next power of two by
+  repeating the last element (a duplicate in an IN list matches nothing more, a duplicate
+  key maps to the same value): at most log2(batch) + 1 texts per statement. A value per id
+  is one lookup in the padded pairs (``(SELECT column2 FROM (VALUES ...) WHERE column1 =
+  id)`` on SQLite, ``ELT(FIELD(id, ...), ...)`` on MySQL), so the text does not depend on
+  how many distinct values a batch holds either.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import Grouping
+from sqlalchemy.sql.visitors import InternalTraversal
 
-__all__ = ["PRIMARY_KEY_HINT", "at_versions", "per_id", "per_key", "status_is"]
+__all__ = [
+    "PRIMARY_KEY_HINT",
+    "at_versions",
+    "in_list",
+    "not_in_list",
+    "padded",
+    "per_id",
+    "per_key",
+    "status_is",
+]
 
 
 #: MySQL/MariaDB statements that lock rows by a list of ids go through the primary key. On a
@@ -19,14 +50,47 @@ __all__ = ["PRIMARY_KEY_HINT", "at_versions", "per_id", "per_key", "status_is"]
 PRIMARY_KEY_HINT = "FORCE INDEX (PRIMARY)"
 
 
+def padded(values: Sequence[Any]) -> list[Any]:
+    """*values* lengthened to the next power of two by repeating the last one (empty stays
+    empty): the lists SQLite and MySQL get, so a statement renders few distinct texts."""
+    size = 1 << (len(values) - 1).bit_length() if values else 0
+    return [*values, *[values[-1]] * (size - len(values))]
+
+
+def in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.ColumnElement[bool]:
+    """``column IN values`` in a shape drivers cache: ``column = ANY(:array)`` on
+    PostgreSQL, an IN list padded to a power of two elsewhere (see the module)."""
+    listed = list(values)
+    array = sa.bindparam(None, listed, type_=ARRAY(column.type))
+    return _Choice(column == sa.any_(array), column.in_(_expanding(padded(listed), column.type)))
+
+
+def not_in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.ColumnElement[bool]:
+    """``column NOT IN values`` (*column* never NULL), shaped as :func:`in_list`."""
+    listed = list(values)
+    array = sa.bindparam(None, listed, type_=ARRAY(column.type))
+    return _Choice(column != sa.all_(array), column.not_in(_expanding(padded(listed), column.type)))
+
+
 def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElement[bool]:
     """Rows ``id -> version`` still at the version read: the WHERE of every batch
     version-checked UPDATE (the primary key narrows the batch; the row-value IN checks each
-    row). Both lists are single expanding parameters, so the statement compiles once for
-    every batch size and is served from SQLAlchemy's compiled cache after that."""
+    row). One text per statement on PostgreSQL (two arrays), at most log2(batch) + 1
+    elsewhere (see the module)."""
+    ids, versions = list(expected), list(expected.values())
+    pair = sa.tuple_(table.c.id, table.c.version)
+    id_array = sa.bindparam(None, ids, type_=ARRAY(table.c.id.type))
+    version_array = sa.bindparam(None, versions, type_=ARRAY(table.c.version.type))
+    rows = sa.func.unnest(id_array, version_array).table_valued("id", "version")
+    pairs = sa.bindparam(
+        None,
+        padded(list(expected.items())),
+        type_=sa.TupleType(table.c.id.type, table.c.version.type),
+        expanding=True,
+    )
     return sa.and_(
-        table.c.id.in_(list(expected)),
-        sa.tuple_(table.c.id, table.c.version).in_(list(expected.items())),
+        in_list(table.c.id, ids),
+        _Choice(pair.in_(sa.select(rows.c.id, rows.c.version)), pair.in_(pairs)),
     )
 
 
@@ -39,22 +103,126 @@ def status_is(column: sa.ColumnElement[str], value: str) -> sa.ColumnElement[boo
     return sa.func.coalesce(column, "") == value
 
 
-def per_id(table: sa.Table, values: Mapping[int, Any], type_: Any = None) -> sa.Case[Any]:
-    """A CASE giving each row ``id -> value``: :func:`per_key` on the primary key."""
+def per_id(table: sa.Table, values: Mapping[int, Any], type_: Any = None) -> sa.ColumnElement[Any]:
+    """Each row's value ``id -> value``: :func:`per_key` on the primary key."""
     return per_key(table.c.id, values, type_)
 
 
 def per_key(
     column: sa.ColumnElement[Any], values: Mapping[int, Any], type_: Any = None
-) -> sa.Case[Any]:
-    """A CASE giving each row the value of its *column* in ``values``: one WHEN per distinct
-    value, each with an expanding IN of the keys (rows of a batch mostly share a value: one
-    next fire time, a count of 1), so it compiles to few cached variants whatever the batch
-    size."""
-    groups: dict[Any, list[int]] = {}
-    for key, value in values.items():
-        groups.setdefault(value, []).append(key)
-    return sa.case(
-        *((column.in_(keys), sa.literal(value, type_)) for value, keys in groups.items()),
-        else_=sa.null(),
+) -> sa.ColumnElement[Any]:
+    """The value of each row's *column* in ``values`` (NULL for a key not there), looked up
+    in the bound keys and values: ``(:values)[array_position(:keys, column)]`` on
+    PostgreSQL, a lookup in padded pairs elsewhere (see the module). Its text does not
+    depend on the batch size (PostgreSQL) or only on its power of two, nor on how many
+    distinct values there are."""
+    if not values:
+        return sa.null()
+    value_type = sa.types.to_instance(type_) if type_ is not None else sa.types.NullType()
+    keys, listed = list(values), list(values.values())
+    if isinstance(value_type, sa.types.NullType):
+        value_type = sa.literal(listed[0]).type
+    key_array = sa.bindparam(None, keys, type_=ARRAY(column.type))
+    value_array = sa.bindparam(None, listed, type_=ARRAY(value_type))
+    position = sa.func.array_position(key_array, column)
+    looked_up = Grouping(value_array)[position]  # "$1::text[][i]" would not parse
+    pairs = padded(list(values.items()))
+    lookup = _Lookup(
+        column,
+        sa.bindparam(None, pairs, type_=sa.TupleType(column.type, value_type), expanding=True),
+        _expanding([k for k, _ in pairs], column.type),
+        _expanding([v for _, v in pairs], value_type),
+        value_type,
     )
+    return _Choice(sa.type_coerce(looked_up, value_type), lookup, value_type)
+
+
+def _expanding(values: list[Any], type_: Any) -> sa.BindParameter[Any]:
+    return sa.bindparam(None, values, type_=type_, expanding=True)
+
+
+class _Choice(sa.ColumnElement[Any]):
+    """*postgresql* there, *other* on every other database. Both stay children (so a
+    traversal that rewrites conditions, like the model test's broken stores, reaches both);
+    only one is rendered."""
+
+    inherit_cache = True
+    _traverse_internals = [
+        ("postgresql", InternalTraversal.dp_clauseelement),
+        ("other", InternalTraversal.dp_clauseelement),
+    ]
+
+    def __init__(
+        self, postgresql: sa.ColumnElement[Any], other: sa.ColumnElement[Any], type_: Any = None
+    ) -> None:
+        self.postgresql = postgresql
+        self.other = other
+        self.type = sa.types.to_instance(type_) if type_ is not None else sa.Boolean()
+        self._is_implicitly_boolean = type_ is None  # a condition: no "= 1" on SQLite
+
+
+@compiles(_Choice)
+def _other(element: _Choice, compiler: SQLCompiler, **kw: Any) -> str:
+    return compiler.process(element.other, **kw)
+
+
+@compiles(_Choice, "postgresql")
+def _postgresql(element: _Choice, compiler: SQLCompiler, **kw: Any) -> str:
+    return compiler.process(element.postgresql, **kw)
+
+
+class _Lookup(sa.ColumnElement[Any]):
+    """The value of *column* among padded ``(key, value)`` pairs, on SQLite and MySQL."""
+
+    inherit_cache = True
+    _traverse_internals = [
+        ("column", InternalTraversal.dp_clauseelement),
+        ("pairs", InternalTraversal.dp_clauseelement),
+        ("keys", InternalTraversal.dp_clauseelement),
+        ("values", InternalTraversal.dp_clauseelement),
+    ]
+
+    def __init__(
+        self,
+        column: sa.ColumnElement[Any],
+        pairs: sa.BindParameter[Any],
+        keys: sa.BindParameter[Any],
+        values: sa.BindParameter[Any],
+        type_: sa.types.TypeEngine[Any],
+    ) -> None:
+        self.column = column
+        self.pairs = pairs
+        self.keys = keys
+        self.values = values
+        self.type = type_
+
+
+@compiles(_Lookup)
+def _lookup_values(element: _Lookup, compiler: SQLCompiler, **kw: Any) -> str:
+    # SQLite names a VALUES list's columns column1, column2 ...; an expanding tuple renders
+    # as "VALUES (?, ?), ..." there; a scalar subquery takes its first row
+    column = compiler.process(element.column, **kw)
+    pairs = _bare(compiler.process(element.pairs, **kw))
+    return f"(SELECT column2 FROM ({pairs}) WHERE column1 = {column})"
+
+
+@compiles(_Lookup, "mysql")
+@compiles(_Lookup, "mariadb")
+def _lookup_field(element: _Lookup, compiler: SQLCompiler, **kw: Any) -> str:
+    # MariaDB's VALUES lists name their columns after the first row's values: FIELD gives
+    # the key's position (0: none), ELT the value there (NULL for 0), as text
+    column = compiler.process(element.column, **kw)
+    keys = _bare(compiler.process(element.keys, **kw))
+    values = _bare(compiler.process(element.values, **kw))
+    picked = f"ELT(FIELD({column}, {keys}), {values})"
+    affinity = element.type._type_affinity
+    if affinity is not None and issubclass(affinity, sa.DateTime):
+        return f"CAST({picked} AS DATETIME(6))"
+    if affinity is not None and issubclass(affinity, sa.Integer):
+        return f"CAST({picked} AS SIGNED)"
+    return picked
+
+
+def _bare(rendered: str) -> str:
+    """An expanding parameter's rendering without the parentheses of an IN list."""
+    return rendered[1:-1] if rendered.startswith("(") and rendered.endswith(")") else rendered

@@ -29,6 +29,7 @@ from easyjob.core.states import (
 from easyjob.core.store_values import BLOCKED, Blocked, Starts
 from easyjob.store.database import Database, at_versions, per_id, per_key, status_is
 from easyjob.store.engine import db_now
+from easyjob.store.expressions import in_list, not_in_list
 from easyjob.store.schema import node_table, task_detail_table, task_table
 
 __all__ = ["BLOCKED", "Blocked", "RunStore", "skip_unstarted"]
@@ -133,7 +134,7 @@ class RunStore:
                 .limit(limit)
             )
             if exclude:
-                query = query.where(d.c.task_id.not_in(list(exclude)))
+                query = query.where(not_in_list(d.c.task_id, exclude))
             if node_id is not None:
                 query = query.where(_claimable_by(node_id))
             return [_candidate(row) for row in conn.execute(query).mappings()]
@@ -157,7 +158,7 @@ class RunStore:
                 latest = (
                     sa.select(d.c.task_id, sa.func.max(d.c.due_time))
                     .where(
-                        d.c.task_id.in_(once),
+                        in_list(d.c.task_id, once),
                         d.c.status == str(RunStatus.PENDING),
                         d.c.due_time < per_key(d.c.task_id, before, d.c.due_time.type),
                     )
@@ -174,7 +175,7 @@ class RunStore:
                 done = conn.execute(
                     d.update()
                     .where(
-                        d.c.task_id.in_(list(tasks)),
+                        in_list(d.c.task_id, tasks),
                         d.c.status == str(RunStatus.PENDING),
                         d.c.due_time < per_key(d.c.task_id, tasks, d.c.due_time.type),
                     )
@@ -310,7 +311,7 @@ class RunStore:
             return []
         claimable = sa.select(t.c.id).where(t.c.status != str(TaskStatus.PAUSED))
         if exclude:
-            claimable = claimable.where(t.c.id.not_in(list(exclude)))
+            claimable = claimable.where(not_in_list(t.c.id, exclude))
         due = (
             sa.select(d.c.id)
             .where(
@@ -347,7 +348,7 @@ class RunStore:
         query = (
             sa.select(*_RUN_COLUMNS)
             .join_from(d, t, t.c.id == d.c.task_id)
-            .where(d.c.id.in_(list(ids)))
+            .where(in_list(d.c.id, ids))
             .order_by(d.c.due_time, d.c.id)
         )
         return [_run(row) for row in conn.execute(query).mappings()]
@@ -380,7 +381,9 @@ class RunStore:
             # the shards of one fire run side by side; a later fire waits for them all
             sa.or_(d.c.shards == 1, other.c.fire_time != d.c.fire_time),
         )
-        free = sa.or_(d.c.id.not_in(list(exclusive)), ~busy) if exclusive else sa.true()
+        # a flag per run of the batch, not a list of its own: one list size per statement
+        shared = per_id(d, {r.id: int(r.id not in exclusive) for r in runs}, sa.Integer())
+        free = sa.or_(shared == 1, ~busy) if exclusive else sa.true()
 
         def write(conn: sa.Connection) -> Starts:
             stmt = (
@@ -506,7 +509,7 @@ class RunStore:
                 per_task = Counter(r.task_id for r in runs if r.id in won)
                 conn.execute(
                     t.update()
-                    .where(t.c.id.in_(list(per_task)))
+                    .where(in_list(t.c.id, per_task))
                     .values(success_count=t.c.success_count + per_id(t, per_task))
                 )
                 if completing := _completing(conn, [r for r in runs if r.id in won]):
@@ -865,7 +868,7 @@ def _children_of(
         sa.select(parent.c.id, parent.c.task_id, t.c.id)
         .join_from(parent, t, t.c.pid == parent.c.task_id)
         # from the parent runs' ids, not from the index on the tasks' status (see status_is)
-        .where(parent.c.id.in_(list(parent_ids)), status_is(t.c.status, str(TaskStatus.ACTIVE)))
+        .where(in_list(parent.c.id, parent_ids), status_is(t.c.status, str(TaskStatus.ACTIVE)))
     ).all()
     if not pairs:
         return
@@ -930,7 +933,7 @@ def _insert_children(
         )
         .join_from(parent, t, t.c.pid == parent.c.task_id)
         .where(
-            parent.c.id.in_(list(parent_ids)),
+            in_list(parent.c.id, parent_ids),
             status_is(t.c.status, str(TaskStatus.ACTIVE)),
         )
     )

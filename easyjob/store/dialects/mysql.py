@@ -11,7 +11,7 @@ from sqlalchemy.dialects import mysql
 
 from easyjob.errors import DatabaseUnavailableError
 from easyjob.store.dialects.base import Dialect, EngineOptions
-from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions
+from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions, in_list
 
 __all__ = ["MySQLDialect"]
 
@@ -127,7 +127,8 @@ class MySQLDialect(Dialect):
         ids = list(conn.scalars(locked.with_for_update()))
         if not ids:
             return []
-        update = stmt.where(table.c.id.in_(ids)).with_hint(PRIMARY_KEY_HINT, dialect_name="mysql")
+        update = stmt.where(in_list(table.c.id, ids))
+        update = update.with_hint(PRIMARY_KEY_HINT, dialect_name="mysql")
         changed = conn.execute(update).rowcount
         if changed == len(ids):
             return ids
