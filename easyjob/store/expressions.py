@@ -81,7 +81,7 @@ def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElemen
     pair = sa.tuple_(table.c.id, table.c.version)
     id_array = sa.bindparam(None, ids, type_=ARRAY(table.c.id.type))
     version_array = sa.bindparam(None, versions, type_=ARRAY(table.c.version.type))
-    rows = sa.func.unnest(id_array, version_array).table_valued("id", "version")
+    rows = sa.func.unnest(id_array, version_array).table_valued("id", "version").render_derived()
     pairs = sa.bindparam(
         None,
         padded(list(expected.items())),
