@@ -127,7 +127,9 @@ class MySQLDialect(Dialect):
         ids = list(conn.scalars(locked.with_for_update()))
         if not ids:
             return []
-        update = stmt.where(in_list(table.c.id, ids))
+        # the locked ids as long a list as the batch's (the last repeated): the UPDATE's
+        # text then depends on the batch size alone (see easyjob.store.expressions)
+        update = stmt.where(in_list(table.c.id, ids + ids[-1:] * (len(expected) - len(ids))))
         update = update.with_hint(PRIMARY_KEY_HINT, dialect_name="mysql")
         changed = conn.execute(update).rowcount
         if changed == len(ids):
