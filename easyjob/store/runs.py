@@ -160,7 +160,8 @@ class RunStore:
                     .where(
                         in_list(d.c.task_id, once),
                         d.c.status == str(RunStatus.PENDING),
-                        d.c.due_time < per_key(d.c.task_id, before, d.c.due_time.type),
+                        d.c.due_time
+                        < per_key(d.c.task_id, {k: before[k] for k in once}, d.c.due_time.type),
                     )
                     .group_by(d.c.task_id)
                 )
