@@ -12,9 +12,9 @@ give every list a bounded number of texts, per database:
 - SQLite and MySQL/MariaDB (no arrays) keep IN lists, padded to the next power of two by
   repeating the last element (a duplicate in an IN list matches nothing more, a duplicate
   key maps to the same value): at most log2(batch) + 1 texts per statement. A value per id
-  is one lookup in the padded pairs (``(SELECT column2 FROM (VALUES ...) WHERE column1 =
-  id)`` on SQLite, ``ELT(FIELD(id, ...), ...)`` on MySQL), so the text does not depend on
-  how many distinct values a batch holds either.
+  is looked up, not chosen by a CASE with a WHEN per distinct value: on SQLite with
+  ``json_extract(:object, '$."' || id || '"')`` from one bound JSON object (one text), on
+  MySQL with ``ELT(FIELD(id, :keys...), :values...)`` over the padded lists.
 """
 
 from __future__ import annotations
