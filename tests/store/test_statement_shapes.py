@@ -36,13 +36,16 @@ PADDED_BOUND = max(SIZES).bit_length() + 1
 _PLACEHOLDER = re.compile(r"%\(\w+\)s(::[\w \[\]]+)?|%s|\?")
 _RUN_OF_TUPLES = re.compile(r"\(\?(, \?)*\)(, \(\?(, \?)*\))+")
 _RUN_OF_SCALARS = re.compile(r"\?(, \?)+")
+#: A CASE with a WHEN per distinct value (the store's shape before arrays and lookups).
+_RUN_OF_WHENS = re.compile(r"(WHEN \([\w.]+ IN \(\?\*?\)\) THEN \? )+")
 
 
 def kind_of(statement: str) -> str:
-    """*statement* with every placeholder as ``?`` and every run of them as one: the texts
-    of one statement at different batch sizes have one kind."""
+    """*statement* with every placeholder as ``?`` and every run of them (or of CASE
+    branches) as one: the texts of one statement at different batch sizes have one kind."""
     text = _PLACEHOLDER.sub("?", statement)
-    return _RUN_OF_SCALARS.sub("?*", _RUN_OF_TUPLES.sub("(?*)*", text))
+    text = _RUN_OF_SCALARS.sub("?*", _RUN_OF_TUPLES.sub("(?*)*", text))
+    return _RUN_OF_WHENS.sub("WHEN* ", text)
 
 
 @contextmanager
