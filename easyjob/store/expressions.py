@@ -15,13 +15,17 @@ give every list a bounded number of texts, per database:
   is looked up, not chosen by a CASE with a WHEN per distinct value: on SQLite with
   ``json_extract(:object, '$."' || id || '"')`` from one bound JSON object (one text), on
   MySQL with ``ELT(FIELD(id, :keys...), :values...)`` over the padded lists.
+
+Which form a database gets is its dialect's to say (:attr:`Dialect.array_lists
+<easyjob.store.dialects.base.Dialect.array_lists>`, :meth:`Dialect.lookup_sql
+<easyjob.store.dialects.base.Dialect.lookup_sql>`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -29,6 +33,9 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import Grouping
 from sqlalchemy.sql.visitors import InternalTraversal
+
+if TYPE_CHECKING:
+    from easyjob.store.dialects.base import Dialect
 
 __all__ = [
     "PRIMARY_KEY_HINT",
@@ -143,33 +150,29 @@ def _expanding(values: list[Any], type_: Any) -> sa.BindParameter[Any]:
 
 
 class _Choice(sa.ColumnElement[Any]):
-    """*postgresql* there, *other* on every other database. Both stay children (so a
-    traversal that rewrites conditions, like the model test's broken stores, reaches both);
-    only one is rendered."""
+    """*arrays* on a database that binds lists as arrays (:attr:`Dialect.array_lists`),
+    *padded* on the others. Both stay children (so a traversal that rewrites conditions,
+    like the model test's broken stores, reaches both); only one is rendered."""
 
     inherit_cache = True
     _traverse_internals = [
-        ("postgresql", InternalTraversal.dp_clauseelement),
-        ("other", InternalTraversal.dp_clauseelement),
+        ("arrays", InternalTraversal.dp_clauseelement),
+        ("padded", InternalTraversal.dp_clauseelement),
     ]
 
     def __init__(
-        self, postgresql: sa.ColumnElement[Any], other: sa.ColumnElement[Any], type_: Any = None
+        self, arrays: sa.ColumnElement[Any], padded: sa.ColumnElement[Any], type_: Any = None
     ) -> None:
-        self.postgresql = postgresql
-        self.other = other
+        self.arrays = arrays
+        self.padded = padded
         self.type = sa.types.to_instance(type_) if type_ is not None else sa.Boolean()
         self._is_implicitly_boolean = type_ is None  # a condition: no "= 1" on SQLite
 
 
 @compiles(_Choice)
-def _other(element: _Choice, compiler: SQLCompiler, **kw: Any) -> str:
-    return compiler.process(element.other, **kw)
-
-
-@compiles(_Choice, "postgresql")
-def _postgresql(element: _Choice, compiler: SQLCompiler, **kw: Any) -> str:
-    return compiler.process(element.postgresql, **kw)
+def _choose(element: _Choice, compiler: SQLCompiler, **kw: Any) -> str:
+    chosen = element.arrays if _dialect(compiler).array_lists else element.padded
+    return compiler.process(chosen, **kw)
 
 
 class _Lookup(sa.ColumnElement[Any]):
@@ -217,31 +220,21 @@ class _JSONObject(sa.types.TypeDecorator[Any]):
 
 
 @compiles(_Lookup)
-def _lookup_json(element: _Lookup, compiler: SQLCompiler, **kw: Any) -> str:
-    # json_extract parses the object once per statement (SQLite caches the parse of a
-    # bound argument), then finds the key: 0.2 ms for 256 rows, where a correlated
-    # "(SELECT column2 FROM (VALUES ...) WHERE column1 = id)" scanned the list per row
-    # (1.8 ms). Its text does not depend on the batch at all.
-    column = compiler.process(element.column, **kw)
-    mapping = compiler.process(element.mapping, **kw)
-    return f"json_extract({mapping}, '$.\"' || {column} || '\"')"
+def _lookup(element: _Lookup, compiler: SQLCompiler, **kw: Any) -> str:
+    return _dialect(compiler).lookup_sql(
+        compiler.process(element.column, **kw),
+        compiler.process(element.mapping, **kw),
+        _bare(compiler.process(element.keys, **kw)),
+        _bare(compiler.process(element.values, **kw)),
+        element.type,
+    )
 
 
-@compiles(_Lookup, "mysql")
-@compiles(_Lookup, "mariadb")
-def _lookup_field(element: _Lookup, compiler: SQLCompiler, **kw: Any) -> str:
-    # MariaDB's VALUES lists name their columns after the first row's values: FIELD gives
-    # the key's position (0: none), ELT the value there (NULL for 0), as text
-    column = compiler.process(element.column, **kw)
-    keys = _bare(compiler.process(element.keys, **kw))
-    values = _bare(compiler.process(element.values, **kw))
-    picked = f"ELT(FIELD({column}, {keys}), {values})"
-    affinity = element.type._type_affinity
-    if affinity is not None and issubclass(affinity, sa.DateTime):
-        return f"CAST({picked} AS DATETIME(6))"
-    if affinity is not None and issubclass(affinity, sa.Integer):
-        return f"CAST({picked} AS SIGNED)"
-    return picked
+def _dialect(compiler: SQLCompiler) -> Dialect:
+    # imported here: the dialects import this module
+    from easyjob.store.engine import compiled_by
+
+    return compiled_by(compiler)
 
 
 def _bare(rendered: str) -> str:

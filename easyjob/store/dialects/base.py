@@ -54,6 +54,10 @@ class Dialect:
     example_url: ClassVar[str]
     #: Whether the ``skip_locked`` claim mode is offered (see each dialect for why).
     skip_locked: ClassVar[bool] = False
+    #: Whether batch lists bind as PostgreSQL arrays (``id = ANY(:ids)``: one SQL text per
+    #: statement); else as IN lists padded to a power of two (see
+    #: :mod:`easyjob.store.expressions`).
+    array_lists: ClassVar[bool] = False
 
     # -- URLs and connections ---------------------------------------------------------------
 
@@ -122,6 +126,16 @@ class Dialect:
     def insert_ignore(self, table: sa.Table, conflict: list[str] | None = None) -> sa.Insert:
         """An INSERT into *table* that skips a row whose unique key (the *conflict*
         columns; None: any unique key) already has one, and fails on any other error."""
+        raise NotImplementedError
+
+    def lookup_sql(
+        self, column: str, mapping: str, keys: str, values: str, type_: sa.types.TypeEngine[Any]
+    ) -> str:
+        """SQL for the value of *column* (SQL text) among bound pairs, NULL when its key is
+        not there (:func:`easyjob.store.expressions.per_key` where lists are padded): one
+        JSON object parameter ``{"key": value}`` (*mapping*), or the padded *keys* and
+        *values* (comma-separated parameters, the same length; a key repeated maps to the
+        same value). The result must compare and store as a value of *type_* does."""
         raise NotImplementedError
 
     def winners(

@@ -39,6 +39,8 @@ class MySQLDialect(Dialect):
     - ``exists_to_in`` is off: MariaDB would turn a correlated EXISTS probed by index (the
       planner's "task behind" check in ``TaskStore.due``) into a scan of the run table.
     - No ``UPDATE ... RETURNING``: batch winners are locked and read back (:meth:`winners`).
+    - No arrays: batch lists are IN lists padded to a power of two, a value per row is
+      ``ELT(FIELD(...))`` (:meth:`lookup_sql`).
     - Insert-or-ignore is ``ON DUPLICATE KEY UPDATE`` of nothing (the primary key to
       itself), not ``INSERT IGNORE``,
       which would also turn other errors (a value too long, a bad date) into warnings and
@@ -111,6 +113,21 @@ class MySQLDialect(Dialect):
     def insert_ignore(self, table: sa.Table, conflict: list[str] | None = None) -> sa.Insert:
         key = next(iter(table.primary_key.columns))  # set to itself: nothing changes
         return mysql.insert(table).on_duplicate_key_update({key.name: key})
+
+    def lookup_sql(
+        self, column: str, mapping: str, keys: str, values: str, type_: sa.types.TypeEngine[Any]
+    ) -> str:
+        # MariaDB names a VALUES list's columns after its first row's values, so no derived
+        # table of pairs: FIELD gives the key's position (0: none), ELT the value there
+        # (NULL for 0), as text (2.6 ms per 256-row UPDATE with its commit on MariaDB, the
+        # CASE it replaced 2.5 ms)
+        picked = f"ELT(FIELD({column}, {keys}), {values})"
+        affinity = type_._type_affinity
+        if affinity is not None and issubclass(affinity, sa.DateTime):
+            return f"CAST({picked} AS DATETIME(6))"
+        if affinity is not None and issubclass(affinity, sa.Integer):
+            return f"CAST({picked} AS SIGNED)"
+        return picked
 
     def winners(
         self, conn: sa.Connection, stmt: sa.Update, table: sa.Table, expected: Mapping[int, int]
