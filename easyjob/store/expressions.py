@@ -221,13 +221,11 @@ class _JSONObject(sa.types.TypeDecorator[Any]):
 
 @compiles(_Lookup)
 def _lookup(element: _Lookup, compiler: SQLCompiler, **kw: Any) -> str:
-    return _dialect(compiler).lookup_sql(
-        compiler.process(element.column, **kw),
-        compiler.process(element.mapping, **kw),
-        _bare(compiler.process(element.keys, **kw)),
-        _bare(compiler.process(element.values, **kw)),
-        element.type,
-    )
+    def bound(name: str) -> str:  # rendered on demand: a parameter rendered is sent
+        return _bare(compiler.process(getattr(element, name), **kw))
+
+    column = compiler.process(element.column, **kw)
+    return _dialect(compiler).lookup_sql(column, bound, element.type)
 
 
 def _dialect(compiler: SQLCompiler) -> Dialect:

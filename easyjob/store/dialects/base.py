@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -129,13 +129,14 @@ class Dialect:
         raise NotImplementedError
 
     def lookup_sql(
-        self, column: str, mapping: str, keys: str, values: str, type_: sa.types.TypeEngine[Any]
+        self, column: str, bound: Callable[[str], str], type_: sa.types.TypeEngine[Any]
     ) -> str:
         """SQL for the value of *column* (SQL text) among bound pairs, NULL when its key is
-        not there (:func:`easyjob.store.expressions.per_key` where lists are padded): one
-        JSON object parameter ``{"key": value}`` (*mapping*), or the padded *keys* and
-        *values* (comma-separated parameters, the same length; a key repeated maps to the
-        same value). The result must compare and store as a value of *type_* does."""
+        not there (:func:`easyjob.store.expressions.per_key` where lists are padded).
+        ``bound(name)`` renders one of the parameters (only those rendered are sent):
+        ``mapping``, one JSON object ``{"key": value}``; ``keys`` and ``values``, the padded
+        lists as comma-separated parameters (a key repeated maps to the same value). The
+        result must compare and store as a value of *type_* does."""
         raise NotImplementedError
 
     def winners(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -115,13 +115,13 @@ class MySQLDialect(Dialect):
         return mysql.insert(table).on_duplicate_key_update({key.name: key})
 
     def lookup_sql(
-        self, column: str, mapping: str, keys: str, values: str, type_: sa.types.TypeEngine[Any]
+        self, column: str, bound: Callable[[str], str], type_: sa.types.TypeEngine[Any]
     ) -> str:
         # MariaDB names a VALUES list's columns after its first row's values, so no derived
         # table of pairs: FIELD gives the key's position (0: none), ELT the value there
         # (NULL for 0), as text (2.6 ms per 256-row UPDATE with its commit on MariaDB, the
         # CASE it replaced 2.5 ms)
-        picked = f"ELT(FIELD({column}, {keys}), {values})"
+        picked = f"ELT(FIELD({column}, {bound('keys')}), {bound('values')})"
         affinity = type_._type_affinity
         if affinity is not None and issubclass(affinity, sa.DateTime):
             return f"CAST({picked} AS DATETIME(6))"
