@@ -12,6 +12,7 @@ from easyjob.core.states import TERMINAL, RunStatus, Trigger
 from easyjob.core.store_values import Backlog, is_pattern
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
+from easyjob.store.expressions import in_list
 from easyjob.store.schema import task_detail_table, task_table
 
 __all__ = ["Backlog", "HistoryStore", "is_pattern", "name_matches"]
@@ -95,7 +96,7 @@ class HistoryStore:
                     )
                 )
                 if ids:
-                    conn.execute(d.delete().where(d.c.id.in_(ids)))
+                    conn.execute(d.delete().where(in_list(d.c.id, ids)))
                 return len(ids)
 
             deleted = self._db.write("prune", write)
@@ -121,7 +122,7 @@ class HistoryStore:
                 )
             )
             if ids:
-                conn.execute(d.delete().where(d.c.id.in_(ids)))
+                conn.execute(d.delete().where(in_list(d.c.id, ids)))
             return len(ids)
 
         return self._db.write("prune_batch", write)
