@@ -1,13 +1,52 @@
-"""SQL expressions shared by the store's statements (the same on every database)."""
+"""SQL expressions shared by the store's statements, and the shapes their lists take.
+
+Statement shapes: a batch statement names its rows by lists of ids (and values per id).
+Written as expanding IN lists, each batch size renders another SQL text, and a driver
+caches by text: psycopg never prepared them server-side (nor reused its own parse: it skips
+its cache for texts over 4,096 bytes), SQLite's statement cache missed. The helpers here
+give every list a bounded number of texts, per database:
+
+- PostgreSQL binds each list as one array: ``id = ANY(:ids)``, ``(id, version) IN (SELECT
+  * FROM unnest(:ids, :versions))``, a value per id ``(:values)[array_position(:ids, id)]``.
+  One text per statement whatever the batch, so psycopg prepares it after a few runs.
+- SQLite and MySQL/MariaDB (no arrays) keep IN lists, padded to the next power of two by
+  repeating the last element (a duplicate in an IN list matches nothing more, a duplicate
+  key maps to the same value): at most log2(batch) + 1 texts per statement. A value per id
+  is looked up, not chosen by a CASE with a WHEN per distinct value: on SQLite with
+  ``json_extract(:object, '$."' || id || '"')`` from one bound JSON object (one text), on
+  MySQL with ``ELT(FIELD(id, :keys...), :values...)`` over the padded lists.
+
+Which form a database gets is its dialect's to say (:attr:`Dialect.array_lists
+<easyjob.store.dialects.base.Dialect.array_lists>`, :meth:`Dialect.lookup_sql
+<easyjob.store.dialects.base.Dialect.lookup_sql>`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import json
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import Grouping
+from sqlalchemy.sql.visitors import InternalTraversal
 
-__all__ = ["PRIMARY_KEY_HINT", "at_versions", "per_id", "per_key", "status_is"]
+if TYPE_CHECKING:
+    from easyjob.store.dialects.base import Dialect
+
+__all__ = [
+    "PRIMARY_KEY_HINT",
+    "at_versions",
+    "in_list",
+    "not_in_list",
+    "padded",
+    "per_id",
+    "per_key",
+    "status_is",
+]
 
 
 #: MySQL/MariaDB statements that lock rows by a list of ids go through the primary key. On a
@@ -19,14 +58,47 @@ __all__ = ["PRIMARY_KEY_HINT", "at_versions", "per_id", "per_key", "status_is"]
 PRIMARY_KEY_HINT = "FORCE INDEX (PRIMARY)"
 
 
+def padded(values: Sequence[Any]) -> list[Any]:
+    """*values* lengthened to the next power of two by repeating the last one (empty stays
+    empty): the lists SQLite and MySQL get, so a statement renders few distinct texts."""
+    size = 1 << (len(values) - 1).bit_length() if values else 0
+    return [*values, *[values[-1]] * (size - len(values))]
+
+
+def in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.ColumnElement[bool]:
+    """``column IN values`` in a shape drivers cache: ``column = ANY(:array)`` on
+    PostgreSQL, an IN list padded to a power of two elsewhere (see the module)."""
+    listed = list(values)
+    array = sa.bindparam(None, listed, type_=ARRAY(column.type))
+    return _Choice(column == sa.any_(array), column.in_(_expanding(padded(listed), column.type)))
+
+
+def not_in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.ColumnElement[bool]:
+    """``column NOT IN values`` (*column* never NULL), shaped as :func:`in_list`."""
+    listed = list(values)
+    array = sa.bindparam(None, listed, type_=ARRAY(column.type))
+    return _Choice(column != sa.all_(array), column.not_in(_expanding(padded(listed), column.type)))
+
+
 def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElement[bool]:
     """Rows ``id -> version`` still at the version read: the WHERE of every batch
     version-checked UPDATE (the primary key narrows the batch; the row-value IN checks each
-    row). Both lists are single expanding parameters, so the statement compiles once for
-    every batch size and is served from SQLAlchemy's compiled cache after that."""
+    row). One text per statement on PostgreSQL (two arrays), at most log2(batch) + 1
+    elsewhere (see the module)."""
+    ids, versions = list(expected), list(expected.values())
+    pair = sa.tuple_(table.c.id, table.c.version)
+    id_array = sa.bindparam(None, ids, type_=ARRAY(table.c.id.type))
+    version_array = sa.bindparam(None, versions, type_=ARRAY(table.c.version.type))
+    rows = sa.func.unnest(id_array, version_array).table_valued("id", "version").render_derived()
+    pairs = sa.bindparam(
+        None,
+        padded(list(expected.items())),
+        type_=sa.TupleType(table.c.id.type, table.c.version.type),
+        expanding=True,
+    )
     return sa.and_(
-        table.c.id.in_(list(expected)),
-        sa.tuple_(table.c.id, table.c.version).in_(list(expected.items())),
+        in_list(table.c.id, ids),
+        _Choice(pair.in_(sa.select(rows.c.id, rows.c.version)), pair.in_(pairs)),
     )
 
 
@@ -39,22 +111,130 @@ def status_is(column: sa.ColumnElement[str], value: str) -> sa.ColumnElement[boo
     return sa.func.coalesce(column, "") == value
 
 
-def per_id(table: sa.Table, values: Mapping[int, Any], type_: Any = None) -> sa.Case[Any]:
-    """A CASE giving each row ``id -> value``: :func:`per_key` on the primary key."""
+def per_id(table: sa.Table, values: Mapping[int, Any], type_: Any = None) -> sa.ColumnElement[Any]:
+    """Each row's value ``id -> value``: :func:`per_key` on the primary key."""
     return per_key(table.c.id, values, type_)
 
 
 def per_key(
     column: sa.ColumnElement[Any], values: Mapping[int, Any], type_: Any = None
-) -> sa.Case[Any]:
-    """A CASE giving each row the value of its *column* in ``values``: one WHEN per distinct
-    value, each with an expanding IN of the keys (rows of a batch mostly share a value: one
-    next fire time, a count of 1), so it compiles to few cached variants whatever the batch
-    size."""
-    groups: dict[Any, list[int]] = {}
-    for key, value in values.items():
-        groups.setdefault(value, []).append(key)
-    return sa.case(
-        *((column.in_(keys), sa.literal(value, type_)) for value, keys in groups.items()),
-        else_=sa.null(),
+) -> sa.ColumnElement[Any]:
+    """The value of each row's *column* in ``values`` (NULL for a key not there), looked up
+    in the bound keys and values: ``(:values)[array_position(:keys, column)]`` on
+    PostgreSQL, a lookup in padded pairs elsewhere (see the module). Its text does not
+    depend on the batch size (PostgreSQL) or only on its power of two, nor on how many
+    distinct values there are."""
+    if not values:
+        return sa.null()
+    value_type = sa.types.to_instance(type_) if type_ is not None else sa.types.NullType()
+    keys, listed = list(values), list(values.values())
+    if isinstance(value_type, sa.types.NullType):
+        value_type = sa.literal(listed[0]).type
+    key_array = sa.bindparam(None, keys, type_=ARRAY(column.type))
+    value_array = sa.bindparam(None, listed, type_=ARRAY(value_type))
+    position = sa.func.array_position(key_array, column)
+    looked_up = Grouping(value_array)[position]  # "$1::text[][i]" would not parse
+    pairs = padded(list(values.items()))
+    lookup = _Lookup(
+        column,
+        sa.bindparam(None, list(values.items()), type_=_JSONObject(value_type)),
+        _expanding([k for k, _ in pairs], column.type),
+        _expanding([v for _, v in pairs], value_type),
+        value_type,
     )
+    return _Choice(sa.type_coerce(looked_up, value_type), lookup, value_type)
+
+
+def _expanding(values: list[Any], type_: Any) -> sa.BindParameter[Any]:
+    return sa.bindparam(None, values, type_=type_, expanding=True)
+
+
+class _Choice(sa.ColumnElement[Any]):
+    """*arrays* on a database that binds lists as arrays (:attr:`Dialect.array_lists`),
+    *padded* on the others. Both stay children (so a traversal that rewrites conditions,
+    like the model test's broken stores, reaches both); only one is rendered."""
+
+    inherit_cache = True
+    _traverse_internals = [
+        ("arrays", InternalTraversal.dp_clauseelement),
+        ("padded", InternalTraversal.dp_clauseelement),
+    ]
+
+    def __init__(
+        self, arrays: sa.ColumnElement[Any], padded: sa.ColumnElement[Any], type_: Any = None
+    ) -> None:
+        self.arrays = arrays
+        self.padded = padded
+        self.type = sa.types.to_instance(type_) if type_ is not None else sa.Boolean()
+        self._is_implicitly_boolean = type_ is None  # a condition: no "= 1" on SQLite
+
+
+@compiles(_Choice)
+def _choose(element: _Choice, compiler: SQLCompiler, **kw: Any) -> str:
+    chosen = element.arrays if _dialect(compiler).array_lists else element.padded
+    return compiler.process(chosen, **kw)
+
+
+class _Lookup(sa.ColumnElement[Any]):
+    """The value of *column* among bound ``(key, value)`` pairs, on SQLite (*mapping*, one
+    JSON object) and MySQL (*keys* and *values*, padded lists)."""
+
+    inherit_cache = True
+    _traverse_internals = [
+        ("column", InternalTraversal.dp_clauseelement),
+        ("mapping", InternalTraversal.dp_clauseelement),
+        ("keys", InternalTraversal.dp_clauseelement),
+        ("values", InternalTraversal.dp_clauseelement),
+    ]
+
+    def __init__(
+        self,
+        column: sa.ColumnElement[Any],
+        mapping: sa.BindParameter[Any],
+        keys: sa.BindParameter[Any],
+        values: sa.BindParameter[Any],
+        type_: sa.types.TypeEngine[Any],
+    ) -> None:
+        self.column = column
+        self.mapping = mapping
+        self.keys = keys
+        self.values = values
+        self.type = type_
+
+
+class _JSONObject(sa.types.TypeDecorator[Any]):
+    """``(key, value)`` pairs bound as one JSON object ``{"key": value}``, each value as
+    *item_type* binds it on this database (times as SQLite stores them: text)."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def __init__(self, item_type: sa.types.TypeEngine[Any]) -> None:
+        super().__init__()
+        self.item_type = item_type
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str:
+        process = self.item_type.dialect_impl(dialect).bind_processor(dialect)
+        items = value if process is None else ((k, process(v)) for k, v in value)
+        return json.dumps({str(k): v for k, v in items})
+
+
+@compiles(_Lookup)
+def _lookup(element: _Lookup, compiler: SQLCompiler, **kw: Any) -> str:
+    def bound(name: str) -> str:  # rendered on demand: a parameter rendered is sent
+        return _bare(compiler.process(getattr(element, name), **kw))
+
+    column = compiler.process(element.column, **kw)
+    return _dialect(compiler).lookup_sql(column, bound, element.type)
+
+
+def _dialect(compiler: SQLCompiler) -> Dialect:
+    # imported here: the dialects import this module
+    from easyjob.store.engine import compiled_by
+
+    return compiled_by(compiler)
+
+
+def _bare(rendered: str) -> str:
+    """An expanding parameter's rendering without the parentheses of an IN list."""
+    return rendered[1:-1] if rendered.startswith("(") and rendered.endswith(")") else rendered

@@ -28,7 +28,7 @@ from easyjob.core.states import (
 from easyjob.core.store_values import BLOCKED, Blocked, Starts
 from easyjob.store.database import Database, at_versions, per_id, per_key, status_is
 from easyjob.store.engine import db_now
-from easyjob.store.expressions import PRIMARY_KEY_HINT
+from easyjob.store.expressions import PRIMARY_KEY_HINT, in_list, not_in_list
 from easyjob.store.schema import node_table, task_detail_table, task_table
 
 __all__ = ["BLOCKED", "Blocked", "RunStore", "skip_unstarted"]
@@ -133,7 +133,7 @@ class RunStore:
                 .limit(limit)
             )
             if exclude:
-                query = query.where(d.c.task_id.not_in(list(exclude)))
+                query = query.where(not_in_list(d.c.task_id, exclude))
             if node_id is not None:
                 query = query.where(_claimable_by(node_id))
             return [_candidate(row) for row in conn.execute(query).mappings()]
@@ -157,9 +157,10 @@ class RunStore:
                 latest = (
                     sa.select(d.c.task_id, sa.func.max(d.c.due_time))
                     .where(
-                        d.c.task_id.in_(once),
+                        in_list(d.c.task_id, once),
                         d.c.status == str(RunStatus.PENDING),
-                        d.c.due_time < per_key(d.c.task_id, before, d.c.due_time.type),
+                        d.c.due_time
+                        < per_key(d.c.task_id, {k: before[k] for k in once}, d.c.due_time.type),
                     )
                     .group_by(d.c.task_id)
                 )
@@ -174,7 +175,7 @@ class RunStore:
                 done = conn.execute(
                     d.update()
                     .where(
-                        d.c.task_id.in_(list(tasks)),
+                        in_list(d.c.task_id, tasks),
                         d.c.status == str(RunStatus.PENDING),
                         d.c.due_time < per_key(d.c.task_id, tasks, d.c.due_time.type),
                     )
@@ -313,7 +314,7 @@ class RunStore:
                     at_versions(d, expected),
                     status_is(d.c.status, str(RunStatus.PENDING)),
                     _claimable_by(node_id),
-                    _overlap_free(exclusive),
+                    _overlap_free(exclusive, expected),
                 )
                 .values(
                     status=str(RunStatus.RUNNING),
@@ -354,7 +355,7 @@ class RunStore:
             return []
         claimable = sa.select(t.c.id).where(t.c.status != str(TaskStatus.PAUSED))
         if exclude:
-            claimable = claimable.where(t.c.id.not_in(list(exclude)))
+            claimable = claimable.where(not_in_list(t.c.id, exclude))
         due = (
             sa.select(d.c.id)
             .where(
@@ -391,7 +392,7 @@ class RunStore:
         query = (
             sa.select(*_RUN_COLUMNS)
             .join_from(d, t, t.c.id == d.c.task_id)
-            .where(d.c.id.in_(list(ids)))
+            .where(in_list(d.c.id, ids))
             .order_by(d.c.due_time, d.c.id)
         )
         return [_run(row) for row in conn.execute(query).mappings()]
@@ -418,7 +419,7 @@ class RunStore:
             return {}
         node = _one_node(runs, RunStatus.RUNNING)
         expected = {r.id: r.version for r in runs}
-        free = _overlap_free(exclusive)
+        free = _overlap_free(exclusive, expected)
 
         def write(conn: sa.Connection) -> Starts:
             stmt = (
@@ -856,10 +857,11 @@ def _unchanged(conn: sa.Connection, runs: Sequence[Run]) -> list[int]:
     return _rows_at(conn, {r.id: r.version for r in runs}, runs[0].status, runs[0].node_id)
 
 
-def _overlap_free(exclusive: Collection[int]) -> sa.ColumnElement[bool]:
-    """The rows of a batch start that may start: those not in *exclusive* (run ids of
-    ``serial``/``skip`` tasks), and those that are, while no other run of their task is
-    RUNNING (the shards of one fire run side by side; a later fire waits for them all)."""
+def _overlap_free(exclusive: Collection[int], batch: Collection[int]) -> sa.ColumnElement[bool]:
+    """The rows of a batch start (run ids *batch*) that may start: those not in *exclusive*
+    (run ids of ``serial``/``skip`` tasks), and those that are, while no other run of their
+    task is RUNNING (the shards of one fire run side by side; a later fire waits for them
+    all). A flag per run of the batch, not a list of its own: one list size per statement."""
     if not exclusive:
         return sa.true()
     other = d.alias("other")
@@ -869,7 +871,8 @@ def _overlap_free(exclusive: Collection[int]) -> sa.ColumnElement[bool]:
         other.c.id != d.c.id,
         sa.or_(d.c.shards == 1, other.c.fire_time != d.c.fire_time),
     )
-    return sa.or_(d.c.id.not_in(list(exclusive)), ~busy)
+    shared = per_id(d, {i: int(i not in exclusive) for i in batch}, sa.Integer())
+    return sa.or_(shared == 1, ~busy)
 
 
 def _claimable_by(node_id: str) -> sa.ColumnElement[bool]:
@@ -927,7 +930,7 @@ def _children_of(
         sa.select(parent.c.id, parent.c.task_id, t.c.id)
         .join_from(parent, t, t.c.pid == parent.c.task_id)
         # from the parent runs' ids, not from the index on the tasks' status (see status_is)
-        .where(parent.c.id.in_(list(parent_ids)), status_is(t.c.status, str(TaskStatus.ACTIVE)))
+        .where(in_list(parent.c.id, parent_ids), status_is(t.c.status, str(TaskStatus.ACTIVE)))
     ).all()
     if not pairs:
         return
@@ -992,7 +995,7 @@ def _insert_children(
         )
         .join_from(parent, t, t.c.pid == parent.c.task_id)
         .where(
-            parent.c.id.in_(list(parent_ids)),
+            in_list(parent.c.id, parent_ids),
             status_is(t.c.status, str(TaskStatus.ACTIVE)),
         )
     )

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from easyjob.core.states import TERMINAL, RunStatus
-from easyjob.store.expressions import PRIMARY_KEY_HINT, per_id
+from easyjob.store.expressions import PRIMARY_KEY_HINT, in_list, per_id
 from easyjob.store.schema import task_detail_table, task_table
 
 __all__ = ["counted_tasks", "delete_runs", "success_total"]
@@ -57,7 +57,7 @@ def delete_runs(conn: sa.Connection, ids: Sequence[int]) -> int:
         return 0
     locked = (
         sa.select(d.c.id, d.c.task_id, d.c.status)
-        .where(d.c.id.in_(list(ids)), d.c.status.in_([str(s) for s in TERMINAL]))
+        .where(in_list(d.c.id, ids), d.c.status.in_([str(s) for s in TERMINAL]))
         .order_by(d.c.id)
         .with_hint(d, PRIMARY_KEY_HINT, "mysql")
         .with_for_update()
@@ -72,5 +72,5 @@ def delete_runs(conn: sa.Connection, ids: Sequence[int]) -> int:
             .where(t.c.id.in_(sorted(successes)))
             .values(pruned_success_count=t.c.pruned_success_count + per_id(t, successes))
         )
-    conn.execute(d.delete().where(d.c.id.in_([row.id for row in rows])))
+    conn.execute(d.delete().where(in_list(d.c.id, [row.id for row in rows])))
     return len(rows)

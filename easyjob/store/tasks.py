@@ -20,6 +20,7 @@ from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
 from easyjob.store.ahead import forget_ahead
 from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
+from easyjob.store.expressions import not_in_list
 from easyjob.store.retry import first_line, is_transient
 from easyjob.store.runs import skip_unstarted
 from easyjob.store.schema import UTCDateTime, node_table, task_detail_table, task_table
@@ -291,7 +292,7 @@ class TaskStore:
                 .limit(limit)
             )
             if exclude:
-                query = query.where(t.c.id.not_in(list(exclude)))
+                query = query.where(not_in_list(t.c.id, exclude))
             if behind_before is not None:
                 query = query.where(
                     sa.or_(t.c.misfire == str(Misfire.CATCH_UP), ~_behind(behind_before))
@@ -362,17 +363,12 @@ class TaskStore:
     def _advance(self, conn: sa.Connection, node_id: str, advances: Sequence[Advance]) -> list[int]:
         by_id = {a.task_id: a for a in advances}
         expected = {a.task_id: a.version for a in advances}
-        times = {a.task_id: a.next_start_time for a in advances if a.next_start_time}
-        next_value: Any = per_id(t, times, UTCDateTime()) if times else None
-        finished = [a.task_id for a in advances if a.next_start_time is None]
-        counts = {
-            a.task_id: n
-            for a in advances
-            if (n := sum(f.status == RunStatus.PENDING for f in a.fires))
-        }
-        fire_count: Any = t.c.fire_count
-        if counts:
-            fire_count = t.c.fire_count + sa.func.coalesce(per_id(t, counts, sa.BigInteger()), 0)
+        # every value per task of the batch, so the statement has one list size (see
+        # easyjob.store.expressions): no time (None) ends the schedule
+        times = {a.task_id: a.next_start_time for a in advances}
+        ended = str(TaskStatus.FINISHED), str(TaskStatus.ACTIVE)
+        status = {a.task_id: ended[a.next_start_time is not None] for a in advances}
+        counts = {a.task_id: sum(f.status == RunStatus.PENDING for f in a.fires) for a in advances}
         stmt = (
             t.update()
             .where(
@@ -380,12 +376,12 @@ class TaskStore:
                 status_is(t.c.status, str(TaskStatus.ACTIVE)),
             )
             .values(
-                next_start_time=next_value,
-                status=sa.case((t.c.id.in_(finished), str(TaskStatus.FINISHED)), else_=t.c.status),
+                next_start_time=per_id(t, times, UTCDateTime()),
+                status=per_id(t, status, t.c.status.type),
                 version=t.c.version + 1,
                 node_id=node_id,
                 update_time=db_now(),
-                fire_count=fire_count,
+                fire_count=t.c.fire_count + per_id(t, counts, sa.BigInteger()),
             )
         )
         won = self._db.winners(conn, stmt, t, expected)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -56,6 +56,10 @@ class Dialect:
     skip_locked: ClassVar[bool] = False
     #: Whether database time is the calling process's own clock (no server clock).
     local_clock: ClassVar[bool] = False
+    #: Whether batch lists bind as PostgreSQL arrays (``id = ANY(:ids)``: one SQL text per
+    #: statement); else as IN lists padded to a power of two (see
+    #: :mod:`easyjob.store.expressions`).
+    array_lists: ClassVar[bool] = False
 
     # -- URLs and connections ---------------------------------------------------------------
 
@@ -124,6 +128,17 @@ class Dialect:
     def insert_ignore(self, table: sa.Table, conflict: list[str] | None = None) -> sa.Insert:
         """An INSERT into *table* that skips a row whose unique key (the *conflict*
         columns; None: any unique key) already has one, and fails on any other error."""
+        raise NotImplementedError
+
+    def lookup_sql(
+        self, column: str, bound: Callable[[str], str], type_: sa.types.TypeEngine[Any]
+    ) -> str:
+        """SQL for the value of *column* (SQL text) among bound pairs, NULL when its key is
+        not there (:func:`easyjob.store.expressions.per_key` where lists are padded).
+        ``bound(name)`` renders one of the parameters (only those rendered are sent):
+        ``mapping``, one JSON object ``{"key": value}``; ``keys`` and ``values``, the padded
+        lists as comma-separated parameters (a key repeated maps to the same value). The
+        result must compare and store as a value of *type_* does."""
         raise NotImplementedError
 
     def winners(

@@ -30,6 +30,7 @@ class PostgreSQLDialect(Dialect):
       in one of its short transactions would otherwise hold its row locks.
     - A read-only engine's sessions are ``default_transaction_read_only``.
     - ``UPDATE ... RETURNING`` names batch winners; ``FOR UPDATE SKIP LOCKED`` is offered.
+    - Batch lists bind as arrays (one SQL text per statement, which psycopg prepares).
     - Schema creators take turns through a transaction-scoped advisory lock, so the DDL
       commits before the next creator looks.
     """
@@ -42,6 +43,7 @@ class PostgreSQLDialect(Dialect):
     install = "the PostgreSQL driver psycopg is not installed: pip install 'easyjob[postgres]'"
     example_url = "postgresql://USER:PASSWORD@HOST/DB"
     skip_locked = True
+    array_lists = True
 
     def engine_arguments(self, options: EngineOptions) -> tuple[dict[str, Any], dict[str, Any]]:
         stuck_ms = max(1, round(options.stuck_transaction_s * 1000))
