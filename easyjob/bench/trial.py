@@ -121,10 +121,11 @@ def run_trial(
             end = start + timedelta(seconds=max(1.0, config.duration) - 1)
             if on_window is not None:
                 on_window(start, end)
-            # the window is whole fire seconds [start, end + 1 s), database time
+            # the window is whole fire seconds [start, end], database time: read mid-second
+            # before and after, not on a second, where runs on time are finishing
             window.start(
-                ticks + (start - begin).total_seconds(),
-                ticks + (end - begin).total_seconds() + 1.0,
+                ticks + (start - begin).total_seconds() - 0.5,
+                ticks + (end - begin).total_seconds() + 0.5,
             )
             scraper.start()
             try:
