@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 import sqlalchemy as sa
 
+from easyjob import scheduled
 from easyjob.core.states import RunStatus, TaskStatus
 from easyjob.registry import Registry
 from easyjob.store.schema import task_detail_table as d
@@ -57,7 +59,8 @@ def test_waiting_runs_take_no_worker_slot(rig: Callable[..., Rig], registry: Reg
     counts = node.node.dispatcher.counts()
     assert counts["waiting"] >= 150 and counts["running"] == 0  # 3 s of fires, 2 workers
     held = node.store.history.runs(task="serial", status=RunStatus.CLAIMED)
-    assert len(held) == 1  # at most one waiting run of a serial task; the rest stay PENDING
+    # its one fire read is claimed and started at its time, in one write: none held ahead
+    assert held == [] and set(node.statuses("serial")) == {RunStatus.PENDING}
     node.run_for(5)
     for name in [f"t{i}" for i in range(50)] + ["serial"]:
         assert node.statuses(name).get(RunStatus.SUCCESS, 0) >= 4
@@ -66,14 +69,32 @@ def test_waiting_runs_take_no_worker_slot(rig: Callable[..., Rig], registry: Reg
 def test_a_run_never_starts_before_its_fire_time(
     rig: Callable[..., Rig], registry: Registry
 ) -> None:
-    task(registry, "t")
+    """Whichever way a run is claimed (ahead, or claimed and started in one write just
+    before its time), its function is called at its fire time on the node's clock, and
+    not before (the worker's wait for it moves the fake clock)."""
+    calls: list[datetime] = []
+
+    for name, overlap in (("t", "serial"), ("s", "skip")):  # "skip" runs are claimed ahead
+
+        def job() -> None:
+            calls.append(node.clock.now())
+
+        job.__qualname__ = name
+        scheduled("* * * * * *", name=name, registry=registry, overlap=overlap)(job)
     node = rig()
-    node.tick()  # claimed ahead: the fire at 00:00:01 waits
-    node.tick(0.499)
-    assert node.statuses("t").get(RunStatus.SUCCESS) is None
-    node.tick(0.001)
-    assert node.statuses("t").get(RunStatus.SUCCESS) == 1
-    assert all(ms >= 0 for ms in node.lateness_ms("t"))
+    node.tick()  # nothing due: the fires at 00:00:01 wait (PENDING, or claimed ahead)
+    node.tick(0.497)  # 3 ms before the fire: claimed and started, handed to its worker
+    assert calls == [node.clock.now()] * 2  # whose wait moved the clock to the fire time
+    node.run_for(3)
+    fires = sorted(
+        r.fire_time
+        for name in ("t", "s")
+        for r in node.history(name)
+        if r.status == RunStatus.SUCCESS
+    )
+    assert len(calls) == len(fires) >= 6
+    assert sorted(calls) == fires  # each called at its fire time exactly
+    assert all(ms >= 0 for ms in node.lateness_ms("t") + node.lateness_ms("s"))
 
 
 def test_a_restart_after_a_backlog_runs_a_fire_once_task_once_and_misses_the_rest(
