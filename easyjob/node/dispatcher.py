@@ -325,9 +325,7 @@ class Dispatcher:
         node is stopping and they are started); each is called at its due time."""
         while True:
             with self._lock:
-                if not self._releasing or not (
-                    all_ or self._releasing[0][0] - HANDOFF <= now
-                ):
+                if not self._releasing or not (all_ or self._releasing[0][0] - HANDOFF <= now):
                     return
                 _, _, run = heapq.heappop(self._releasing)
             self._run(run, now)

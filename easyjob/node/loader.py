@@ -186,8 +186,8 @@ class Loader(Loop):
         One due later is left PENDING, and the loader wakes for it then. Every other run
         is claimed ahead, to wait in the timetable and be started at its time (two
         writes)."""
-        direct = _direct(chosen, mine, self._dispatcher.tasks_held())
         soon = now + LEAD
+        direct = _direct(chosen, mine, self._dispatcher.tasks_held(), soon)
         at_once = [c for c in direct if c.due_time <= soon][: self._dispatcher.startable(soon)]
         later = [c.due_time for c in direct if c.due_time > soon]
         if later:
@@ -299,17 +299,22 @@ class Loader(Loop):
         return picked + [c for c in late if c.id not in ids]
 
 
-def _direct(chosen: list[Candidate], mine: list[Candidate], held: set[int]) -> list[Candidate]:
+def _direct(
+    chosen: list[Candidate], mine: list[Candidate], held: set[int], soon: datetime
+) -> list[Candidate]:
     """Of *chosen*, the runs to claim and start in one write at their time: overlap
     ``allow`` or ``serial`` (a ``skip`` run that finds its task busy must be recorded
-    SKIPPED: it takes the two-write way), the only run read of its task (the dispatcher
-    decides between fires of one task: superseded, gated), and of a task with no run
-    *held* here (its runs go through the timetable, in order)."""
-    per_task = Counter(c.task_id for c in mine)
+    SKIPPED: it takes the two-write way), not one of several fires of its task due by
+    *soon* (a backlog: the dispatcher decides between them, superseded or gated), and,
+    unless ``allow``, of a task with no run *held* here (its runs go through the
+    timetable, in order)."""
+    due = Counter(c.task_id for c in mine if c.due_time <= soon)
     return [
         c
         for c in chosen
-        if c.overlap != Overlap.SKIP and per_task[c.task_id] == 1 and c.task_id not in held
+        if c.overlap != Overlap.SKIP
+        and due[c.task_id] <= 1
+        and (c.overlap == Overlap.ALLOW or c.task_id not in held)
     ]
 
 
