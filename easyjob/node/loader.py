@@ -184,8 +184,8 @@ class Loader(Loop):
         started in one write (:meth:`RunStore.claim_started`) within :data:`LEAD` of its
         due time, when a worker here is free for it: the dispatcher calls it at that time.
         One due later is left PENDING, and the loader wakes for it then. Every other run
-        is claimed ahead, to wait in the timetable and be started at its time (two
-        writes)."""
+        (and one due with no worker free for it) is claimed to wait in the timetable and
+        be started at its time (two writes)."""
         soon = now + LEAD
         direct = _direct(chosen, mine, self._dispatcher.tasks_held(), soon)
         at_once = [c for c in direct if c.due_time <= soon][: self._dispatcher.startable(soon)]
@@ -197,7 +197,8 @@ class Loader(Loop):
         if at_once:
             serial = [c.id for c in at_once if c.overlap == Overlap.SERIAL]
             won = self._store.runs.claim_started(node, at_once, exclusive=serial)
-        ids = {c.id for c in direct}
+        # due ones beyond the free workers are claimed to wait, as the others
+        ids = {c.id for c in at_once} | {c.id for c in direct if c.due_time > soon}
         rest = [c for c in chosen if c.id not in ids]
         if rest:
             won += self._store.runs.claim(node, rest)
