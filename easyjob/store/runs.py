@@ -261,33 +261,7 @@ class RunStore:
         Returns exactly the runs this call won (CLAIMED, version + 1), in due order; a
         candidate whose version moved (another node claimed it) is silently not returned.
         """
-        if not candidates:
-            return []
-        expected = {c.id: c.version for c in candidates}
-
-        def write(conn: sa.Connection) -> list[Run]:
-            stmt = (
-                d.update()
-                .where(
-                    at_versions(d, expected),
-                    status_is(d.c.status, str(RunStatus.PENDING)),
-                    _claimable_by(node_id),
-                )
-                .values(
-                    status=str(RunStatus.CLAIMED),
-                    node_id=node_id,
-                    version=d.c.version + 1,
-                    claim_time=db_now(),
-                )
-            )
-            won = self._db.winners(conn, stmt, d, expected)
-            return self._runs(conn, won) if won else []
-
-        def landed(conn: sa.Connection) -> list[Run] | None:
-            won = _moved(conn, expected, RunStatus.CLAIMED, node_id)
-            return self._runs(conn, won) if won else None
-
-        return self._db.write("claim_runs", write, landed=landed)
+        return self._claim(node_id, candidates, RunStatus.CLAIMED, sa.true(), "claim_runs")
 
     def claim_started(
         self, node_id: str, candidates: Sequence[Candidate], *, exclusive: Collection[int] = ()
@@ -303,9 +277,26 @@ class RunStore:
         *exclusive* (overlap ``serial``) while another run of its task is RUNNING (the check
         of :meth:`start_many`, in the same UPDATE): it stays PENDING, to be claimed once
         that run has ended. Give at most one run per task of those."""
+        free = _overlap_free(exclusive, [c.id for c in candidates])
+        return self._claim(node_id, candidates, RunStatus.RUNNING, free, "claim_started_runs")
+
+    def _claim(
+        self,
+        node_id: str,
+        candidates: Sequence[Candidate],
+        status: RunStatus,
+        free: sa.ColumnElement[bool],
+        what: str,
+    ) -> list[Run]:
+        """PENDING -> *status* (CLAIMED, or RUNNING with ``start_time``) for *node_id*, of
+        the *candidates* still at the version read that also meet *free*, in one
+        version-checked UPDATE; returns the runs won, in due order."""
         if not candidates:
             return []
         expected = {c.id: c.version for c in candidates}
+        values: dict[str, Any] = {"claim_time": db_now()}
+        if status == RunStatus.RUNNING:
+            values["start_time"] = db_now()
 
         def write(conn: sa.Connection) -> list[Run]:
             stmt = (
@@ -314,24 +305,18 @@ class RunStore:
                     at_versions(d, expected),
                     status_is(d.c.status, str(RunStatus.PENDING)),
                     _claimable_by(node_id),
-                    _overlap_free(exclusive, expected),
+                    free,
                 )
-                .values(
-                    status=str(RunStatus.RUNNING),
-                    node_id=node_id,
-                    version=d.c.version + 1,
-                    claim_time=db_now(),
-                    start_time=db_now(),
-                )
+                .values(status=str(status), node_id=node_id, version=d.c.version + 1, **values)
             )
             won = self._db.winners(conn, stmt, d, expected)
             return self._runs(conn, won) if won else []
 
         def landed(conn: sa.Connection) -> list[Run] | None:
-            won = _moved(conn, expected, RunStatus.RUNNING, node_id)
+            won = _moved(conn, expected, status, node_id)
             return self._runs(conn, won) if won else None
 
-        return self._db.write("claim_started_runs", write, landed=landed)
+        return self._db.write(what, write, landed=landed)
 
     def claim_next(
         self, node_id: str, horizon: datetime, limit: int, exclude: Collection[int] = ()
