@@ -287,10 +287,8 @@ def _startable_now(
     chosen: list[Candidate], mine: list[Candidate], now: datetime, held: set[int], free: int
 ) -> list[Candidate]:
     """Of *chosen*, at most *free*, the runs to claim and start in one write: due by *now*,
-    overlap ``allow`` (not yet ``serial``: on PostgreSQL and MariaDB a claim and start here
-    and a start on another node could both pass the "none RUNNING" check in one instant, a
-    second way into that known race; ``skip`` runs that find their task busy must be
-    recorded SKIPPED), the only run read of its task (the
+    overlap ``allow`` or ``serial`` (a ``skip`` run that finds its task busy must be
+    recorded SKIPPED: it takes the two-write way), the only run read of its task (the
     dispatcher decides between fires of one task: superseded, gated), and of a task with no
     run *held* here (its runs go through the timetable, in order)."""
     per_task = Counter(c.task_id for c in mine)
@@ -298,7 +296,7 @@ def _startable_now(
         c
         for c in chosen
         if c.due_time <= now
-        and c.overlap == Overlap.ALLOW  # serial: see below
+        and c.overlap != Overlap.SKIP
         and per_task[c.task_id] == 1
         and c.task_id not in held
     ]
