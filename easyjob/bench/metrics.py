@@ -41,6 +41,8 @@ class TrialFigures:
     round_trips_per_node_s: float = 0.0
     idle_tasks: int = 0
     claim_mode: str = "optimistic"
+    #: the tasks' overlap policy
+    overlap: str = "serial"
     #: the window measured: fires scheduled from start to end (database time, ISO 8601)
     window_start: str = ""
     window_end: str = ""
@@ -102,6 +104,7 @@ def measure(
     node_stats: Sequence[dict[str, Any]],
     idle_tasks: int = 0,
     claim_mode: str = "optimistic",
+    overlap: str = "serial",
     settings: str = "default",
     stale_at_end: int = 0,
     calls: Sequence[tuple[float, float]] = (),
@@ -146,6 +149,7 @@ def measure(
         round_trips_per_node_s=round((statements + commits) / node_seconds, 1),
         idle_tasks=idle_tasks,
         claim_mode=claim_mode,
+        overlap=overlap,
         settings=settings,
         window_start=start.isoformat(),
         window_end=end.isoformat(),

@@ -42,7 +42,8 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
             "of it"
         )
     modes = sorted({f.claim_mode for f in trials})
-    lines.append(f"claim mode: {', '.join(modes)}")
+    overlaps = sorted({f.overlap for f in trials})
+    lines.append(f"claim mode: {', '.join(modes)}; tasks' overlap: {', '.join(overlaps)}")
     notes = sorted({f.db_cpu_note for f in trials if f.db_cpu_note})
     lines.extend(f"database CPU: {note}" for note in notes)
     if any(f.idle_tasks for f in trials):

@@ -48,7 +48,11 @@ def _save() -> None:
 
 
 for _i in range(int(os.environ["EASYJOB_BENCH_TASKS"])):
-    scheduled(os.environ["EASYJOB_BENCH_CRON"], name=f"bench-{_i}", overlap="allow")(noop)
+    scheduled(
+        os.environ["EASYJOB_BENCH_CRON"],
+        name=f"bench-{_i}",
+        overlap=os.environ["EASYJOB_BENCH_OVERLAP"],
+    )(noop)
 '''
 
 
@@ -66,6 +70,8 @@ class TrialConfig:
     warmup: float = 3.0
     strategy: str = "default"
     claim_mode: str = "optimistic"
+    #: every task's overlap policy (the scheduler's default: ``serial``)
+    overlap: str = "serial"
     idle_tasks: int = 0
     #: /metrics is scraped every second (the nodes always serve it on free loopback ports:
     #: their counters are read at the window's start and end)
@@ -152,6 +158,7 @@ def run_trial(
             node_stats=stats,
             idle_tasks=config.idle_tasks,
             claim_mode=config.claim_mode,
+            overlap=config.overlap,
             settings=config.settings,
             stale_at_end=stale,
             calls=calls,
@@ -182,6 +189,7 @@ def _start_nodes(
         **os.environ,
         "EASYJOB_BENCH_TASKS": str(config.tasks),
         "EASYJOB_BENCH_CRON": config.cron,
+        "EASYJOB_BENCH_OVERLAP": config.overlap,
     }
     procs, urls = [], []
     for i in range(config.nodes):

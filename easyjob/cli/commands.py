@@ -287,6 +287,7 @@ def bench(args: argparse.Namespace) -> int:
         heartbeat=args.heartbeat,
         strategy=args.strategy,
         claim_mode=args.claim_mode,
+        overlap=args.overlap,
         idle_tasks=args.idle_tasks,
         http=args.http,
         db_pid=args.db_pid,

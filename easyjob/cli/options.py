@@ -26,7 +26,7 @@ from easyjob.core.settings import (
     positive_int,
     settings,
 )
-from easyjob.core.states import RunStatus, TaskStatus
+from easyjob.core.states import Overlap, RunStatus, TaskStatus
 from easyjob.errors import ConfigError
 from easyjob.logs import LEVELS, LOG_FORMATS
 from easyjob.observe.http import parse_address
@@ -198,6 +198,13 @@ def _bench_options(bench: argparse.ArgumentParser) -> None:
             "optimistic",
             None,
             "the nodes' claim mode: optimistic or skip_locked",
+        ),
+        (
+            "--overlap",
+            "BENCH_OVERLAP",
+            "serial",
+            one_of(tuple(Overlap)),
+            "every task's overlap policy: serial (the scheduler's default), skip or allow",
         ),
         (
             "--idle-tasks",

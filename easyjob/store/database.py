@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -269,6 +269,13 @@ class Database:
         it changed (see :meth:`Dialect.winners <easyjob.store.dialects.base.Dialect.winners>`:
         ``RETURNING`` where the database has it, locked rows read back where it has not)."""
         return self.backend.winners(conn, stmt, table, expected)
+
+    def lock_rows(self, conn: sa.Connection, table: sa.Table, ids: Collection[int]) -> None:
+        """Lock rows *ids* of *table* until the transaction ends, in id order (see
+        :meth:`Dialect.lock_rows <easyjob.store.dialects.base.Dialect.lock_rows>`; nothing
+        on SQLite, which has one writer at a time). No ids: no statement."""
+        if ids:
+            self.backend.lock_rows(conn, table, ids)
 
     # -- schema -----------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from easyjob.core.states import (
 from easyjob.core.store_values import BLOCKED, Blocked, Starts
 from easyjob.store.database import Database, at_versions, per_id, per_key, status_is
 from easyjob.store.engine import db_now
-from easyjob.store.expressions import PRIMARY_KEY_HINT, in_list, not_in_list
+from easyjob.store.expressions import in_list, not_in_list
 from easyjob.store.schema import node_table, task_detail_table, task_table
 
 __all__ = ["BLOCKED", "Blocked", "RunStore", "skip_unstarted"]
@@ -261,33 +261,7 @@ class RunStore:
         Returns exactly the runs this call won (CLAIMED, version + 1), in due order; a
         candidate whose version moved (another node claimed it) is silently not returned.
         """
-        if not candidates:
-            return []
-        expected = {c.id: c.version for c in candidates}
-
-        def write(conn: sa.Connection) -> list[Run]:
-            stmt = (
-                d.update()
-                .where(
-                    at_versions(d, expected),
-                    status_is(d.c.status, str(RunStatus.PENDING)),
-                    _claimable_by(node_id),
-                )
-                .values(
-                    status=str(RunStatus.CLAIMED),
-                    node_id=node_id,
-                    version=d.c.version + 1,
-                    claim_time=db_now(),
-                )
-            )
-            won = self._db.winners(conn, stmt, d, expected)
-            return self._runs(conn, won) if won else []
-
-        def landed(conn: sa.Connection) -> list[Run] | None:
-            won = _moved(conn, expected, RunStatus.CLAIMED, node_id)
-            return self._runs(conn, won) if won else None
-
-        return self._db.write("claim_runs", write, landed=landed)
+        return self._claim(node_id, candidates, RunStatus.CLAIMED, (), "claim_runs")
 
     def claim_started(
         self, node_id: str, candidates: Sequence[Candidate], *, exclusive: Collection[int] = ()
@@ -302,38 +276,52 @@ class RunStore:
         Returns exactly the runs this call won, RUNNING, in due order. A candidate whose
         version moved (another node claimed it) is not returned; nor is one whose id is in
         *exclusive* (overlap ``serial``) while another run of its task is RUNNING (the check
-        of :meth:`start_many`, in the same UPDATE): it stays PENDING, to be claimed once
-        that run has ended. Give at most one run per task of those."""
+        of :meth:`start_many`, in the same UPDATE, after the same task-row locks): it stays
+        PENDING, to be claimed once that run has ended. Give at most one run per task of
+        those."""
+        return self._claim(node_id, candidates, RunStatus.RUNNING, exclusive, "claim_started_runs")
+
+    def _claim(
+        self,
+        node_id: str,
+        candidates: Sequence[Candidate],
+        status: RunStatus,
+        exclusive: Collection[int],
+        what: str,
+    ) -> list[Run]:
+        """PENDING -> *status* (CLAIMED, or RUNNING with ``start_time``) for *node_id*, of
+        the *candidates* still at the version read (and, for ids in *exclusive*, whose task
+        has no other run RUNNING), in one version-checked UPDATE; returns the runs won, in
+        due order."""
         if not candidates:
             return []
         expected = {c.id: c.version for c in candidates}
+        free = _overlap_free(exclusive, expected)
+        values: dict[str, Any] = {"claim_time": db_now()}
+        if status == RunStatus.RUNNING:
+            # claimed just ahead of its due time, a run starts at it (the node waits)
+            values["start_time"] = sa.case((d.c.due_time > db_now(), d.c.due_time), else_=db_now())
 
         def write(conn: sa.Connection) -> list[Run]:
+            _exclusive_turn(self._db, conn, candidates, exclusive)
             stmt = (
                 d.update()
                 .where(
                     at_versions(d, expected),
                     status_is(d.c.status, str(RunStatus.PENDING)),
                     _claimable_by(node_id),
-                    _overlap_free(exclusive, expected),
+                    free,
                 )
-                .values(
-                    status=str(RunStatus.RUNNING),
-                    node_id=node_id,
-                    version=d.c.version + 1,
-                    claim_time=db_now(),
-                    # claimed just ahead of its due time, a run starts at it (the node waits)
-                    start_time=sa.case((d.c.due_time > db_now(), d.c.due_time), else_=db_now()),
-                )
+                .values(status=str(status), node_id=node_id, version=d.c.version + 1, **values)
             )
             won = self._db.winners(conn, stmt, d, expected)
             return self._runs(conn, won) if won else []
 
         def landed(conn: sa.Connection) -> list[Run] | None:
-            won = _moved(conn, expected, RunStatus.RUNNING, node_id)
+            won = _moved(conn, expected, status, node_id)
             return self._runs(conn, won) if won else None
 
-        return self._db.write("claim_started_runs", write, landed=landed)
+        return self._db.write(what, write, landed=landed)
 
     def claim_next(
         self, node_id: str, horizon: datetime, limit: int, exclude: Collection[int] = ()
@@ -413,9 +401,9 @@ class RunStore:
         Returns, per run id, the RUNNING run (version + 1), :data:`BLOCKED`, or None when
         fenced (taken over meanwhile). A run whose id is in *exclusive* (overlap ``serial``
         or ``skip``) only starts if no other run of its task is RUNNING, else it is BLOCKED;
-        give at most one run per task of those. The check is part of the same UPDATE; two
-        nodes starting runs of one task in the same instant may still both start on
-        PostgreSQL and MariaDB (READ COMMITTED), never on SQLite (one writer at a time).
+        give at most one run per task of those. The check is part of the same UPDATE, after
+        the rows of those runs' tasks are locked (see :func:`_exclusive_turn`): of two nodes
+        starting runs of one task at once, the second sees the first's start.
         """
         if not runs:
             return {}
@@ -424,6 +412,7 @@ class RunStore:
         free = _overlap_free(exclusive, expected)
 
         def write(conn: sa.Connection) -> Starts:
+            _exclusive_turn(self._db, conn, runs, exclusive)
             stmt = (
                 d.update()
                 .where(_held_at(expected, RunStatus.CLAIMED, node), free)
@@ -552,7 +541,7 @@ class RunStore:
             )
             won = set(self._db.winners(conn, stmt, d, expected))
             if won:
-                if completing := _completing(conn, [r for r in runs if r.id in won]):
+                if completing := _completing(self._db, conn, [r for r in runs if r.id in won]):
                     _children_of(conn, completing)
                 _write_extras(conn, [row for row in extras if row["rid"] in won])
             return won
@@ -877,12 +866,24 @@ def _overlap_free(exclusive: Collection[int], batch: Collection[int]) -> sa.Colu
     return sa.or_(shared == 1, ~busy)
 
 
+def _exclusive_turn(
+    db: Database, conn: sa.Connection, runs: Sequence[Run | Candidate], exclusive: Collection[int]
+) -> None:
+    """Before a start that checks "no other run of the task RUNNING" (:func:`_overlap_free`),
+    lock the rows of those runs' tasks until commit. Without it, on PostgreSQL and MariaDB
+    (READ COMMITTED) two nodes' starts of one ``serial`` task in the same instant each miss
+    the other's uncommitted start and both run (a CI run caught one). With it the second
+    waits for the first to commit, and its UPDATE, a statement after the lock, reads afresh
+    and sees that start. SQLite has one writer at a time: no statement there."""
+    db.lock_rows(conn, t, {r.task_id for r in runs if r.id in exclusive})
+
+
 def _claimable_by(node_id: str) -> sa.ColumnElement[bool]:
     """Runs *node_id* may claim: any but another node's broadcast run."""
     return sa.or_(d.c.target_node.is_(None), d.c.target_node == node_id)
 
 
-def _completing(conn: sa.Connection, succeeded: Sequence[Run]) -> list[int]:
+def _completing(db: Database, conn: sa.Connection, succeeded: Sequence[Run]) -> list[int]:
     """Of runs that just succeeded (written SUCCESS in this transaction), the ids whose
     success completes their fire: every unsharded run, and for the shards of one fire
     (task, ``fire_time``) one run, once exactly one SUCCESS row of each shard exists.
@@ -897,8 +898,7 @@ def _completing(conn: sa.Connection, succeeded: Sequence[Run]) -> list[int]:
     fires = {(r.task_id, r.fire_time): r for r in succeeded if r.shards > 1}
     if fires:
         tasks = sorted({task_id for task_id, _ in fires})
-        lock = sa.select(t.c.id).where(t.c.id.in_(tasks)).order_by(t.c.id).with_for_update()
-        conn.execute(lock.with_hint(t, PRIMARY_KEY_HINT, "mysql")).all()
+        db.lock_rows(conn, t, tasks)
     for (task_id, fire_time), run in fires.items():
         shards, rows = conn.execute(
             sa.select(sa.func.count(sa.distinct(d.c.shard)), sa.func.count()).where(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
 from easyjob.clock import Clock, SystemClock
+from easyjob.store.expressions import PRIMARY_KEY_HINT, in_list
 from easyjob.store.gate import WriteGate
 
 __all__ = ["Dialect", "EngineOptions"]
@@ -148,6 +149,15 @@ class Dialect:
         return the ids it changed, each exactly once: a row this caller moved in an earlier
         call is never reported again. Default: ``UPDATE ... RETURNING id``."""
         return [row[0] for row in conn.execute(stmt.returning(table.c.id))]
+
+    def lock_rows(self, conn: sa.Connection, table: sa.Table, ids: Collection[int]) -> None:
+        """Lock the rows *ids* of *table* until *conn*'s transaction ends, in id order (two
+        lockers never wait on each other in a cycle): writers that must each see what the
+        one before committed take turns through it, and under READ COMMITTED every statement
+        after the lock reads afresh. Default: ``SELECT ... FOR UPDATE`` by primary key."""
+        lock = sa.select(table.c.id).where(in_list(table.c.id, sorted(set(ids))))
+        lock = lock.order_by(table.c.id).with_for_update()
+        conn.execute(lock.with_hint(table, PRIMARY_KEY_HINT, "mysql")).all()
 
     @contextmanager
     def schema_lock(self, conn: sa.Connection) -> Iterator[None]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC
 from typing import Any
 
@@ -138,6 +138,10 @@ class SQLiteDialect(Dialect):
 
     def insert_ignore(self, table: sa.Table, conflict: list[str] | None = None) -> sa.Insert:
         return sqlite.insert(table).on_conflict_do_nothing(index_elements=conflict)
+
+    def lock_rows(self, conn: sa.Connection, table: sa.Table, ids: Collection[int]) -> None:
+        """Nothing: writers already take turns (one at a time, through the write gate and
+        ``BEGIN IMMEDIATE``)."""
 
     def lookup_sql(
         self, column: str, bound: Callable[[str], str], type_: sa.types.TypeEngine[Any]
