@@ -65,7 +65,6 @@ class Heartbeater(Loop):
     def step(self) -> None:
         claimed, completed, stuck = self._counters()
         offset_ms = round(self._liveness.offset.total_seconds() * 1000)
-        sent = self._clock.now()
         beat = self._store.nodes.heartbeat(
             self._config.node_id,
             clock_offset_ms=offset_ms,
@@ -73,14 +72,18 @@ class Heartbeater(Loop):
             completed=completed,
             stuck=stuck,
         )
-        received = self._clock.now()
         if not beat.accepted:
             self.log.error("node row is stopped or missing; registering this node again")
             self.register()
             return
         if beat.revived:
             self.log.warning("peers had declared this node dead; its runs were taken over")
-        self._liveness.beat(beat.db_time, sent, received)
+        # database time from a read of its own, not the write's: that was read before its
+        # UPDATE and commit, so db_now() trailed the server by their length (~3 ms on
+        # PostgreSQL and MariaDB), and so did every start
+        sent = self._clock.now()
+        db_time = self._store.now()
+        self._liveness.beat(db_time, sent, self._clock.now())
         self._membership.set(self._store.nodes.live(self._config.dead_threshold)[1])
 
     def register(self) -> None:
