@@ -191,21 +191,28 @@ class Loader(Loop):
         started in one write (:meth:`RunStore.claim_started`) within :data:`CLAIM_LEAD` of its
         due time, when a worker here is free for it: the dispatcher calls it at that time.
         One due later is left PENDING, and the loader wakes for it then. Every other run
-        (and one due with no worker free for it) is claimed to wait in the timetable and
-        be started at its time (two writes)."""
+        (one due with no worker free for it, or a ``serial`` one due while its task has a
+        run here, which waits its turn) is claimed to wait in the timetable and be started
+        at its time (two writes)."""
         soon = now + CLAIM_LEAD
-        direct = _direct(chosen, mine, self._dispatcher.tasks_held(), soon)
-        at_once = [c for c in direct if c.due_time <= soon][: self._dispatcher.startable(soon)]
-        later = [c.due_time for c in direct if c.due_time > soon]
+        held = self._dispatcher.tasks_held()
+        direct = _direct(chosen, mine, soon)
+        # a serial task's run here has most likely ended by its next fire's time: that
+        # fire is left PENDING too (claimed ahead now, it would cost a write more)
+        at_once = [
+            c
+            for c in direct
+            if c.due_time <= soon and (c.overlap == Overlap.ALLOW or c.task_id not in held)
+        ][: self._dispatcher.startable(soon)]
+        later = [c for c in direct if c.due_time > soon]
         if later:
-            self._direct_at = min(later) - CLAIM_LEAD
+            self._direct_at = min(c.due_time for c in later) - CLAIM_LEAD
         node = self._config.node_id
         won: list[Run] = []
         if at_once:
             serial = [c.id for c in at_once if c.overlap == Overlap.SERIAL]
             won = self._store.runs.claim_started(node, at_once, exclusive=serial)
-        # due ones beyond the free workers are claimed to wait, as the others
-        ids = {c.id for c in at_once} | {c.id for c in direct if c.due_time > soon}
+        ids = {c.id for c in at_once} | {c.id for c in later}
         rest = [c for c in chosen if c.id not in ids]
         if rest:
             won += self._store.runs.claim(node, rest)
@@ -307,23 +314,13 @@ class Loader(Loop):
         return picked + [c for c in late if c.id not in ids]
 
 
-def _direct(
-    chosen: list[Candidate], mine: list[Candidate], held: set[int], soon: datetime
-) -> list[Candidate]:
+def _direct(chosen: list[Candidate], mine: list[Candidate], soon: datetime) -> list[Candidate]:
     """Of *chosen*, the runs to claim and start in one write at their time: overlap
     ``allow`` or ``serial`` (a ``skip`` run that finds its task busy must be recorded
-    SKIPPED: it takes the two-write way), not one of several fires of its task due by
-    *soon* (a backlog: the dispatcher decides between them, superseded or gated), and,
-    unless ``allow``, of a task with no run *held* here (its runs go through the
-    timetable, in order)."""
+    SKIPPED: it takes the two-write way), and not one of several fires of its task due by
+    *soon* (a backlog: the dispatcher decides between them, superseded or gated)."""
     due = Counter(c.task_id for c in mine if c.due_time <= soon)
-    return [
-        c
-        for c in chosen
-        if c.overlap != Overlap.SKIP
-        and due[c.task_id] <= 1
-        and (c.overlap == Overlap.ALLOW or c.task_id not in held)
-    ]
+    return [c for c in chosen if c.overlap != Overlap.SKIP and due[c.task_id] <= 1]
 
 
 def _first_per_exclusive_task(candidates: list[Candidate]) -> list[Candidate]:
