@@ -33,6 +33,16 @@ class Clock(Protocol):
         ...
 
 
+def sleep(clock: Clock, seconds: float) -> None:
+    """Let *seconds* pass on *clock*: its own ``sleep`` if it has one (a fake clock moves
+    on), else real time (:func:`time.sleep`)."""
+    own = getattr(clock, "sleep", None)
+    if callable(own):
+        own(seconds)
+    else:
+        time.sleep(seconds)
+
+
 class SystemClock:
     """The real clocks of this process."""
 
@@ -41,6 +51,9 @@ class SystemClock:
 
     def monotonic(self) -> float:
         return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
 
 class FakeClock:
@@ -58,6 +71,10 @@ class FakeClock:
     def monotonic(self) -> float:
         with self._lock:
             return self._mono
+
+    def sleep(self, seconds: float) -> None:
+        """A wait on this clock: it moves forward by *seconds* at once."""
+        self.advance(seconds)
 
     def advance(self, seconds: float) -> None:
         """Move both clocks forward by *seconds*."""

@@ -2,8 +2,8 @@
 
 Claimed runs wait in the :class:`~easyjob.node.timetable.Timetable` until their time;
 worker threads only ever hold running jobs. Runs the loader claimed and started in one
-write (due when claimed, a worker free for each) take their worker slot at once and start
-first in the next round. Each round of the thread (:meth:`step`):
+write (within LEAD of their due time, a worker free for each) take their worker slot at
+once and are called at their due time. Each round of the thread (:meth:`step`):
 
 1. writes the outcomes of jobs that returned (successes in one batch, failures one by
    one), then frees their workers;
@@ -108,7 +108,6 @@ class Dispatcher:
         self._lock = threading.Condition()
         self._table = Timetable(config.workers)
         self._outcomes: list[tuple[Run, Outcome, float]] = []
-        self._begun: list[Run] = []  # claimed RUNNING by the loader, to start now
         self._releasing: list[tuple[datetime, int, Run]] = []  # written RUNNING, due later
         self._active: dict[int, _Active] = {}
         self._poked = False
@@ -138,11 +137,11 @@ class Dispatcher:
                 return 0
             return self._table.room(self._room, self._clock.monotonic(), behind)
 
-    def startable(self) -> int:
-        """How many runs due now this node could start at once (0 once it is stopping)."""
-        now = self._liveness.db_now()
+    def startable(self, by: datetime) -> int:
+        """How many runs due by database time *by* this node could start then (0 once it
+        is stopping)."""
         with self._lock:
-            return 0 if self._closed else self._table.startable(now)
+            return 0 if self._closed else self._table.startable(by)
 
     def tasks_held(self) -> set[int]:
         """Tasks with a run here (waiting or running)."""
@@ -180,7 +179,7 @@ class Dispatcher:
 
     def submit(self, runs: list[Run]) -> None:
         """Hold *runs* (just claimed) until their time; those claimed RUNNING (claimed and
-        started in one write) take a worker slot now and start in the next round."""
+        started in one write) take a worker slot now and are called at their due time."""
         begun = [r for r in runs if r.status == RunStatus.RUNNING]
         held = [r for r in runs if r.status != RunStatus.RUNNING]
         with self._lock:
@@ -190,7 +189,7 @@ class Dispatcher:
                 self._table.add(held, self._liveness.db_now())
                 for run in begun:
                     self._table.begin(run)
-                self._begun.extend(begun)
+                    heapq.heappush(self._releasing, (run.due_time, run.id, run))
                 self._poke()
         if closed and held:
             self.writer.release(held, "the node is stopping")
@@ -235,7 +234,6 @@ class Dispatcher:
         self._write_outcomes()
         self._time_out()
         now = self._liveness.db_now()
-        self._start_begun(now)
         self._release(now)
         with self._lock:
             due = [] if self._closed else self._table.pop_due(now + LEAD)
@@ -321,18 +319,15 @@ class Dispatcher:
                     stuck,
                 )
 
-    def _start_begun(self, now: datetime) -> None:
-        """Start the runs the loader claimed RUNNING: their start is written already."""
-        with self._lock:
-            begun, self._begun = self._begun, []
-        for run in begun:
-            self._run(run, now)
-
     def _release(self, now: datetime, *, all_: bool = False) -> None:
-        """Call the functions of the runs written RUNNING ahead whose due time has come
-        (with *all_*, every one: the node is stopping and they are started)."""
-        while self._releasing and (all_ or self._releasing[0][0] - HANDOFF <= now):
-            _, _, run = heapq.heappop(self._releasing)
+        """Hand to workers the runs written RUNNING (started ahead, or claimed and started
+        by the loader) whose due time comes within HANDOFF (with *all_*, every one: the
+        node is stopping and they are started); each is called at its due time."""
+        while True:
+            with self._lock:
+                if not self._releasing or not (all_ or self._releasing[0][0] - HANDOFF <= now):
+                    return
+                _, _, run = heapq.heappop(self._releasing)
             self._run(run, now)
 
     def _start(self, due: list[Run], now: datetime) -> None:
@@ -368,7 +363,8 @@ class Dispatcher:
         for run in batch:
             result = None if started is None else started.get(run.id)
             if isinstance(result, Run) and result.due_time > now:
-                heapq.heappush(self._releasing, (result.due_time, result.id, result))
+                with self._lock:
+                    heapq.heappush(self._releasing, (result.due_time, result.id, result))
             elif isinstance(result, Run):
                 self._run(result, now)
             elif result is BLOCKED and run.overlap == Overlap.SKIP:
@@ -467,7 +463,7 @@ class Dispatcher:
         delays: list[float] = []
         mono = self._clock.monotonic()
         with self._lock:
-            if self._outcomes or self._begun:
+            if self._outcomes:
                 return 0.0
             if self._releasing:
                 delays.append((self._releasing[0][0] - HANDOFF - now).total_seconds())
@@ -497,8 +493,7 @@ class Dispatcher:
             self._poke()
         if self._thread.is_alive():
             self._thread.join()
-        self._start_begun(self._liveness.db_now())  # started in the database: they run
-        self._release(self._liveness.db_now(), all_=True)
+        self._release(self._liveness.db_now(), all_=True)  # started in the database: they run
         with self._lock:
             waiting = self._table.drain()
         if waiting:

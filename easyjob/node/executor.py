@@ -26,12 +26,11 @@ import inspect
 import logging
 import sys
 import threading
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
-from easyjob.clock import Clock
+from easyjob.clock import Clock, sleep
 from easyjob.context import TaskContext
 from easyjob.core.outcome import Outcome, failed, succeeded, traceback_cut
 from easyjob.core.records import ORIGIN_RUNTIME, Run
@@ -125,7 +124,7 @@ class JobRunner:
 
     def _call(self, run: Run, cancelled: CancelFlag, at: float | None = None) -> None:
         if at is not None and (wait := at - self._clock.monotonic()) > 0:
-            time.sleep(wait)  # a few ms at most (HANDOFF); a fake clock never waits here
+            sleep(self._clock, wait)  # a few ms at most (HANDOFF)
         began = self._clock.monotonic()
         try:
             outcome = succeeded(self.call(run, cancelled))

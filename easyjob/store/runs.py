@@ -266,11 +266,12 @@ class RunStore:
     def claim_started(
         self, node_id: str, candidates: Sequence[Candidate], *, exclusive: Collection[int] = ()
     ) -> list[Run]:
-        """Claim and start a batch of PENDING runs due now for *node_id* in one
-        version-checked UPDATE: PENDING -> RUNNING, version + 1, ``claim_time`` and
-        ``start_time`` set to database time. One row write where :meth:`claim` then
-        :meth:`start_many` make two: the loader's way for runs that are due when it reads
-        them and that a free worker of its node will start at once.
+        """Claim and start a batch of PENDING runs due now (or within moments) for *node_id*
+        in one version-checked UPDATE: PENDING -> RUNNING, version + 1, ``claim_time`` set
+        to database time and ``start_time`` to it or, for a run not due yet, to its due
+        time (the node calls the function then). One row write where :meth:`claim` then
+        :meth:`start_many` make two: the loader's way for runs a free worker of its node
+        will start at their time.
 
         Returns exactly the runs this call won, RUNNING, in due order. A candidate whose
         version moved (another node claimed it) is not returned; nor is one whose id is in
@@ -298,7 +299,8 @@ class RunStore:
         free = _overlap_free(exclusive, expected)
         values: dict[str, Any] = {"claim_time": db_now()}
         if status == RunStatus.RUNNING:
-            values["start_time"] = db_now()
+            # claimed just ahead of its due time, a run starts at it (the node waits)
+            values["start_time"] = sa.case((d.c.due_time > db_now(), d.c.due_time), else_=db_now())
 
         def write(conn: sa.Connection) -> list[Run]:
             _exclusive_turn(self._db, conn, candidates, exclusive)

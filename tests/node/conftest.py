@@ -93,9 +93,11 @@ class Rig:
         for _ in range(50):
             if node.loader.step() != 0.0:
                 break
-        for _ in range(50):
+        quiet = 0  # rounds in a row that handed no job over (a round may hand one next)
+        for _ in range(100):
             node.dispatcher.step()
-            if not self.pool.finish(self.keep):
+            quiet = 0 if self.pool.finish(self.keep) else quiet + 1
+            if quiet == 2:
                 break
         node.dispatcher.step()
         if not node.hooks.alive():
