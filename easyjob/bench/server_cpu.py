@@ -87,6 +87,27 @@ def listening_pid(port: int) -> int | None:
     return None
 
 
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process *pid* listens on (IPv4 or IPv6); empty when none, or when its
+    ``/proc/PID/fd`` cannot be read."""
+    try:
+        links = {os.readlink(fd) for fd in (PROC / str(pid) / "fd").iterdir()}
+    except OSError:
+        return set()
+    inodes = {link[len("socket:[") : -1] for link in links if link.startswith("socket:[")}
+    ports = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = (PROC / "net" / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if cols[3] == _LISTEN and cols[9] in inodes:
+                ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def _listening_inodes(port: int) -> set[str]:
     inodes = set()
     for name in ("tcp", "tcp6"):

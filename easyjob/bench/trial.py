@@ -6,7 +6,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import Any
 
 from easyjob.bench.metrics import TrialFigures, measure
 from easyjob.bench.scrape import Scraper
+from easyjob.bench.server_cpu import listening_ports
 from easyjob.bench.window import WindowSampler, locate_server
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import TaskSpec
@@ -191,7 +191,7 @@ def _start_nodes(
         "EASYJOB_BENCH_CRON": config.cron,
         "EASYJOB_BENCH_OVERLAP": config.overlap,
     }
-    procs, urls = [], []
+    procs: list[subprocess.Popen[bytes]] = []
     for i in range(config.nodes):
         stats = workdir / f"stats-{i}.json"
         stats.unlink(missing_ok=True)
@@ -219,21 +219,26 @@ def _start_nodes(
             "--claim-mode",
             config.claim_mode,
         ]
-        port = _free_port()
-        argv += ["--http", f"127.0.0.1:{port}"]
-        urls.append(f"http://127.0.0.1:{port}")
+        # a port of the node's own choosing, read back from /proc: a free port picked here
+        # could be taken by another process before the node bound it (a trial failed so)
+        argv += ["--http", "127.0.0.1:0"]
         log = (workdir / f"node-{i}.log").open("wb")
         node_env = {**env, "EASYJOB_BENCH_CALLS": str(calls)}
         procs.append(subprocess.Popen(argv, env=node_env, stdout=log, stderr=subprocess.STDOUT))
         log.close()
-    return procs, urls
+    deadline = time.monotonic() + 60
+    return procs, [_served_url(proc, deadline) for proc in procs]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+def _served_url(proc: subprocess.Popen[bytes], deadline: float) -> str:
+    """The base URL of the HTTP endpoint node *proc* serves on loopback (port 0: its own)."""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("a benchmark node exited at start; see its log in the workdir")
+        if ports := listening_ports(proc.pid):
+            return f"http://127.0.0.1:{min(ports)}"
+        time.sleep(0.05)
+    raise RuntimeError("a benchmark node served no HTTP within 60 s; see its log in the workdir")
 
 
 def _flag(flag: str, value: object) -> list[str]:
