@@ -296,25 +296,26 @@ class RunStore:
         if not candidates:
             return []
         expected = {c.id: c.version for c in candidates}
-        free = _overlap_free(exclusive, expected)
         values: dict[str, Any] = {"claim_time": db_now()}
         if status == RunStatus.RUNNING:
             # claimed just ahead of its due time, a run starts at it (the node waits)
             values["start_time"] = sa.case((d.c.due_time > db_now(), d.c.due_time), else_=db_now())
 
         def write(conn: sa.Connection) -> list[Run]:
-            _exclusive_turn(self._db, conn, candidates, exclusive)
+            busy = _busy(self._db, conn, candidates, exclusive)
+            free = {i: v for i, v in expected.items() if i not in busy}
+            if not free:
+                return []
             stmt = (
                 d.update()
                 .where(
-                    at_versions(d, expected),
+                    at_versions(d, free),
                     status_is(d.c.status, str(RunStatus.PENDING)),
                     _claimable_by(node_id),
-                    free,
                 )
                 .values(status=str(status), node_id=node_id, version=d.c.version + 1, **values)
             )
-            won = self._db.winners(conn, stmt, d, expected)
+            won = self._db.winners(conn, stmt, d, free)
             return self._runs(conn, won) if won else []
 
         def landed(conn: sa.Connection) -> list[Run] | None:
@@ -401,21 +402,23 @@ class RunStore:
         Returns, per run id, the RUNNING run (version + 1), :data:`BLOCKED`, or None when
         fenced (taken over meanwhile). A run whose id is in *exclusive* (overlap ``serial``
         or ``skip``) only starts if no other run of its task is RUNNING, else it is BLOCKED;
-        give at most one run per task of those. The check is part of the same UPDATE, after
-        the rows of those runs' tasks are locked (see :func:`_exclusive_turn`): of two nodes
-        starting runs of one task at once, the second sees the first's start.
+        give at most one run per task of those. The check is a read in the same
+        transaction, after the rows of those runs' tasks are locked (see :func:`_busy`): of
+        two nodes starting runs of one task at once, the second sees the first's start.
         """
         if not runs:
             return {}
         node = _one_node(runs, RunStatus.RUNNING)
         expected = {r.id: r.version for r in runs}
-        free = _overlap_free(exclusive, expected)
 
         def write(conn: sa.Connection) -> Starts:
-            _exclusive_turn(self._db, conn, runs, exclusive)
+            busy = _busy(self._db, conn, runs, exclusive)
+            free = {i: v for i, v in expected.items() if i not in busy}
+            if not free:
+                return outcome(conn, set())
             stmt = (
                 d.update()
-                .where(_held_at(expected, RunStatus.CLAIMED, node), free)
+                .where(_held_at(free, RunStatus.CLAIMED, node))
                 .values(
                     status=str(RunStatus.RUNNING),
                     version=d.c.version + 1,
@@ -423,7 +426,7 @@ class RunStore:
                     start_time=sa.case((d.c.due_time > db_now(), d.c.due_time), else_=db_now()),
                 )
             )
-            return outcome(conn, set(self._db.winners(conn, stmt, d, expected)))
+            return outcome(conn, set(self._db.winners(conn, stmt, d, free)))
 
         def outcome(conn: sa.Connection, won: set[int]) -> Starts:
             result: Starts = {r.id: r.bumped(RunStatus.RUNNING) for r in runs if r.id in won}
@@ -848,34 +851,41 @@ def _unchanged(conn: sa.Connection, runs: Sequence[Run]) -> list[int]:
     return _rows_at(conn, {r.id: r.version for r in runs}, runs[0].status, runs[0].node_id)
 
 
-def _overlap_free(exclusive: Collection[int], batch: Collection[int]) -> sa.ColumnElement[bool]:
-    """The rows of a batch start (run ids *batch*) that may start: those not in *exclusive*
-    (run ids of ``serial``/``skip`` tasks), and those that are, while no other run of their
-    task is RUNNING (the shards of one fire run side by side; a later fire waits for them
-    all). A flag per run of the batch, not a list of its own: one list size per statement."""
-    if not exclusive:
-        return sa.true()
-    other = d.alias("other")
-    busy = sa.exists().where(
-        other.c.task_id == d.c.task_id,
-        other.c.status == str(RunStatus.RUNNING),
-        other.c.id != d.c.id,
-        sa.or_(d.c.shards == 1, other.c.fire_time != d.c.fire_time),
-    )
-    shared = per_id(d, {i: int(i not in exclusive) for i in batch}, sa.Integer())
-    return sa.or_(shared == 1, ~busy)
-
-
-def _exclusive_turn(
+def _busy(
     db: Database, conn: sa.Connection, runs: Sequence[Run | Candidate], exclusive: Collection[int]
-) -> None:
-    """Before a start that checks "no other run of the task RUNNING" (:func:`_overlap_free`),
-    lock the rows of those runs' tasks until commit. Without it, on PostgreSQL and MariaDB
-    (READ COMMITTED) two nodes' starts of one ``serial`` task in the same instant each miss
-    the other's uncommitted start and both run (a CI run caught one). With it the second
-    waits for the first to commit, and its UPDATE, a statement after the lock, reads afresh
-    and sees that start. SQLite has one writer at a time: no statement there."""
-    db.lock_rows(conn, t, {r.task_id for r in runs if r.id in exclusive})
+) -> set[int]:
+    """Of *runs*, the ids in *exclusive* (overlap ``serial`` or ``skip``) whose task has
+    another run RUNNING: they may not start (the shards of one fire run side by side; a
+    later fire waits for them all).
+
+    The rows of those runs' tasks are locked first, until commit (nothing on SQLite, which
+    has one writer at a time), so two nodes' starts of one task take turns: on PostgreSQL
+    and MariaDB (READ COMMITTED) each missed the other's uncommitted start and both ran (a
+    CI run caught one). The read after the lock reads afresh, so the later start sees the
+    earlier one. A read of its own, not a correlated subquery of the start's UPDATE: on
+    MariaDB that subquery locked the rows it read and deadlocked, and a saturated bench of
+    serial tasks ran at a third of the rate of one of ``allow`` tasks."""
+    asked = [r for r in runs if r.id in exclusive]
+    if not asked:
+        return set()
+    tasks = sorted({r.task_id for r in asked})
+    db.lock_rows(conn, t, tasks)
+    rows = conn.execute(
+        sa.select(d.c.id, d.c.task_id, d.c.fire_time, d.c.shards).where(
+            in_list(d.c.task_id, tasks), d.c.status == str(RunStatus.RUNNING)
+        )
+    ).all()
+    running: dict[int, list[tuple[int, datetime, int]]] = {}
+    for run_id, task_id, fire_time, shards in rows:
+        running.setdefault(task_id, []).append((run_id, fire_time, shards))
+    return {
+        r.id
+        for r in asked
+        if any(
+            other != r.id and (shards == 1 or fire_time != r.fire_time)
+            for other, fire_time, shards in running.get(r.task_id, ())
+        )
+    }
 
 
 def _claimable_by(node_id: str) -> sa.ColumnElement[bool]:
