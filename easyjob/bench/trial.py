@@ -82,8 +82,11 @@ class TrialConfig:
 
     @property
     def settings(self) -> str:
-        """``default`` when the nodes run with default settings, else ``tuned``."""
-        tuned = (self.workers, self.poll, self.heartbeat) != (None, None, None)
+        """``default`` when the nodes run with default settings, else ``tuned``: a value
+        given that equals the default (``--workers 64``) tunes nothing."""
+        base = NodeConfig()
+        given = {"workers": self.workers, "poll": self.poll, "heartbeat": self.heartbeat}
+        tuned = any(v is not None and v != getattr(base, k) for k, v in given.items())
         return "tuned" if tuned else "default"
 
     def defaults(self) -> TrialConfig:

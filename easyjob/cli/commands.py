@@ -295,7 +295,8 @@ def bench(args: argparse.Namespace) -> int:
     trials = []
     while True:
         figures = None
-        for trial in dict.fromkeys([config.defaults(), config]):  # default settings first
+        # default settings first, then the tuned ones, if any flag changes a default
+        for trial in [config.defaults()] + ([config] if config.settings == "tuned" else []):
             progress(
                 f"trial: {trial.nodes} nodes, {trial.tasks} tasks on {trial.cron!r}, "
                 f"{trial.settings} settings"

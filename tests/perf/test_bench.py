@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from easyjob.bench.metrics import percentile
+from easyjob.bench.trial import TrialConfig
 from easyjob.cli import main
+from easyjob.core.config import NodeConfig
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -18,6 +20,14 @@ def test_percentile_is_nearest_rank() -> None:
         99.0,
         0.0,
     )
+
+
+def test_a_tuning_flag_at_its_default_tunes_nothing() -> None:
+    """``--workers 64`` (the default) ran a second default-settings trial labelled tuned,
+    and a second trial on the same database came out slower: read as a tuning effect."""
+    assert TrialConfig(db="sqlite://", workers=NodeConfig().workers).settings == "default"
+    assert TrialConfig(db="sqlite://", workers=8).settings == "tuned"
+    assert TrialConfig(db="sqlite://", poll=NodeConfig().poll, heartbeat=0.5).settings == "tuned"
 
 
 def _bench(url: str, workdir: Path, *extra: str) -> list[str]:
