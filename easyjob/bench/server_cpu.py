@@ -9,6 +9,7 @@ Every reader fails soft: a process that cannot be found or read gives None and a
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -95,21 +96,15 @@ def listening_ports(pid: int) -> set[int]:
     except OSError:
         return set()
     inodes = {link[len("socket:[") : -1] for link in links if link.startswith("socket:[")}
-    ports = set()
-    for name in ("tcp", "tcp6"):
-        try:
-            lines = (PROC / "net" / name).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if cols[3] == _LISTEN and cols[9] in inodes:
-                ports.add(int(cols[1].rsplit(":", 1)[1], 16))
-    return ports
+    return {port for port, inode in _listening() if inode in inodes}
 
 
 def _listening_inodes(port: int) -> set[str]:
-    inodes = set()
+    return {inode for at, inode in _listening() if at == port}
+
+
+def _listening() -> Iterator[tuple[int, str]]:
+    """Every listening TCP socket (IPv4 and IPv6) as (port, socket inode)."""
     for name in ("tcp", "tcp6"):
         try:
             lines = (PROC / "net" / name).read_text().splitlines()[1:]
@@ -117,9 +112,8 @@ def _listening_inodes(port: int) -> set[str]:
             continue
         for line in lines:
             cols = line.split()
-            if int(cols[1].rsplit(":", 1)[1], 16) == port and cols[3] == _LISTEN:
-                inodes.add(cols[9])
-    return inodes
+            if cols[3] == _LISTEN:
+                yield int(cols[1].rsplit(":", 1)[1], 16), cols[9]
 
 
 def _holds(proc_dir: Path, links: set[str]) -> bool:

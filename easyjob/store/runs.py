@@ -276,9 +276,8 @@ class RunStore:
         Returns exactly the runs this call won, RUNNING, in due order. A candidate whose
         version moved (another node claimed it) is not returned; nor is one whose id is in
         *exclusive* (overlap ``serial``) while another run of its task is RUNNING (the check
-        of :meth:`start_many`, in the same UPDATE, after the same task-row locks): it stays
-        PENDING, to be claimed once that run has ended. Give at most one run per task of
-        those."""
+        of :meth:`start_many`, :func:`_busy`, in the same transaction): it stays PENDING,
+        to be claimed once that run has ended. Give at most one run per task of those."""
         return self._claim(node_id, candidates, RunStatus.RUNNING, exclusive, "claim_started_runs")
 
     def _claim(
@@ -298,8 +297,7 @@ class RunStore:
         expected = {c.id: c.version for c in candidates}
         values: dict[str, Any] = {"claim_time": db_now()}
         if status == RunStatus.RUNNING:
-            # claimed just ahead of its due time, a run starts at it (the node waits)
-            values["start_time"] = sa.case((d.c.due_time > db_now(), d.c.due_time), else_=db_now())
+            values["start_time"] = _start_time()
 
         def write(conn: sa.Connection) -> list[Run]:
             busy = _busy(self._db, conn, candidates, exclusive)
@@ -422,8 +420,7 @@ class RunStore:
                 .values(
                     status=str(RunStatus.RUNNING),
                     version=d.c.version + 1,
-                    # written ahead of its due time, a run starts at it (the node waits)
-                    start_time=sa.case((d.c.due_time > db_now(), d.c.due_time), else_=db_now()),
+                    start_time=_start_time(),
                 )
             )
             return outcome(conn, set(self._db.winners(conn, stmt, d, free)))
@@ -888,6 +885,12 @@ def _busy(
     }
 
 
+def _start_time() -> sa.ColumnElement[datetime]:
+    """``start_time`` of a start write: database time, or the run's due time when the write
+    comes ahead of it (the node calls the function at that time)."""
+    return sa.case((d.c.due_time > db_now(), d.c.due_time), else_=db_now())
+
+
 def _claimable_by(node_id: str) -> sa.ColumnElement[bool]:
     """Runs *node_id* may claim: any but another node's broadcast run."""
     return sa.or_(d.c.target_node.is_(None), d.c.target_node == node_id)
@@ -906,9 +909,7 @@ def _completing(db: Database, conn: sa.Connection, succeeded: Sequence[Run]) -> 
     of unsharded runs locks nothing."""
     done = [r.id for r in succeeded if r.shards == 1]
     fires = {(r.task_id, r.fire_time): r for r in succeeded if r.shards > 1}
-    if fires:
-        tasks = sorted({task_id for task_id, _ in fires})
-        db.lock_rows(conn, t, tasks)
+    db.lock_rows(conn, t, {task_id for task_id, _ in fires})
     for (task_id, fire_time), run in fires.items():
         shards, rows = conn.execute(
             sa.select(sa.func.count(sa.distinct(d.c.shard)), sa.func.count()).where(
