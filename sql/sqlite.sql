@@ -1,6 +1,13 @@
--- easyjob schema version 4 for sqlite.
+-- easyjob schema version 5 for sqlite.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
+
+CREATE TABLE easy_job_catalog (
+	catalog VARCHAR(64) NOT NULL,
+	body TEXT NOT NULL,
+	create_time DATETIME NOT NULL,
+	PRIMARY KEY (catalog)
+);
 
 CREATE TABLE easy_job_meta (
 	name VARCHAR(64) NOT NULL,
@@ -25,6 +32,7 @@ CREATE TABLE easy_job_node (
 	stuck_count INTEGER DEFAULT 0 NOT NULL,
 	version BIGINT DEFAULT 0 NOT NULL,
 	broadcast_tasks JSON,
+	catalog VARCHAR(64),
 	PRIMARY KEY (node_id)
 );
 
@@ -110,4 +118,4 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '4');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '5');

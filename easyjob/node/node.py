@@ -13,6 +13,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from easyjob.clock import Clock, SystemClock
+from easyjob.core.admission import Catalog
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import HeldRun, TaskSpec
 from easyjob.core.states import NodeStatus
@@ -21,10 +22,11 @@ from easyjob.errors import EasyJobError
 from easyjob.events import Hook
 from easyjob.logs import ContextLogger
 from easyjob.node.dispatcher import Dispatcher
-from easyjob.node.heartbeat import Heartbeater, Membership
+from easyjob.node.heartbeat import Heartbeater
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loader import Loader
+from easyjob.node.membership import Membership
 from easyjob.node.planner import Planner
 from easyjob.node.pruner import Pruner
 from easyjob.node.recovery import Recoverer, report
@@ -185,6 +187,10 @@ class Node:
             self._counters,
             self.log,
             broadcast_tasks=[spec.name for spec in specs if spec.broadcast],
+            catalog=Catalog(
+                {name: entry.spec.func for name, entry in registered.items()},
+                frozenset(self.registry.runnable()),
+            ),
         )
         self.dispatcher = Dispatcher(
             self.store,
@@ -209,6 +215,7 @@ class Node:
             self.log,
             self.metrics,
             runnable=self.registry.runnable(),
+            on_missed=lambda: self.planner.wake(),
         )
         self.planner = Planner(
             self.store,

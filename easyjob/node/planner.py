@@ -3,14 +3,15 @@
 Every poll, with database time *now* and horizon ``now + lookahead``, it advances due task
 schedules, writing their fires up to the horizon as PENDING runs, and those of a task on
 time further ahead (up to ``plan_ahead`` fires within ``plan_window``: one write of the task
-row then covers many fires), misfire policy applied (see :mod:`easyjob.core.planner`): this
-node's share of the tasks (task id modulo the live nodes), and any task overdue past the
-grace. It plans only the task rows whose name and function its code declared (or a
-schedule added at run time for a function its code allowed with ``@runnable``). A row it
-cannot plan (another node's code, a bad cron or zone edited into the row, a write the
-database refuses) is set aside, reported once per change of the row and looked at again
-every 10 s (:mod:`easyjob.node.unplannable`): one task's problem never stops the others'
-planning.
+row then covers many fires), misfire policy applied (see :mod:`easyjob.core.planner`): the
+tasks this node owns (:func:`easyjob.core.admission.planner_owner`: task id modulo the live
+nodes that declare the task; in the SQL when every live node has the same code), and any
+task overdue past the grace. It plans only the task rows whose name and function its code
+declared (or a schedule added at run time for a function its code allowed with
+``@runnable``). A row it cannot plan (another node's code, a bad cron or zone edited into
+the row, a write the database refuses) is set aside, reported once per change of the row and
+looked at again every 10 s (:mod:`easyjob.node.unplannable`): one task's problem never
+stops the others' planning.
 
 Planning runs on its own thread beside the loader's claims: each is a round trip to the
 database at a time, so a node that did both in turn could do neither at the pace of a
@@ -24,15 +25,16 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 
+from easyjob.core.admission import planner_owner
 from easyjob.core.config import NodeConfig
 from easyjob.core.planner import plan_advance
 from easyjob.core.records import ORIGIN_RUNTIME, Advance, TaskRow
 from easyjob.core.schedule import Schedule
 from easyjob.core.states import RunStatus
-from easyjob.node.heartbeat import Membership
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
+from easyjob.node.membership import Membership
 from easyjob.node.unplannable import Unplannable
 from easyjob.observe.metrics import NO_METRICS, Metrics, count_misfires
 from easyjob.registry import Registered
@@ -94,19 +96,23 @@ class Planner(Loop):
         return 0.0 if backlog else None
 
     def _advance(self, now: datetime, horizon: datetime) -> bool:
+        me = self._config.node_id
         live = [n.node_id for n in self._membership.nodes()]
+        uniform = self._membership.uniform()
         share = None
-        if self._config.node_id in live:  # else (not yet in the membership): advance any
-            share = (live.index(self._config.node_id), len(live))
-        grace = timedelta(seconds=self._config.overdue_grace_s)
+        if me in live and uniform:  # planner_owner over all live nodes, in the SQL
+            share = (live.index(me), len(live))
+        overdue_before = now - timedelta(seconds=self._config.overdue_grace_s)
         due = self._store.tasks.due(
             horizon,
             self._config.batch,
             self._unplannable.ids(now),
             share=share,
-            overdue_before=now - grace,
+            overdue_before=overdue_before,
             behind_before=now - timedelta(seconds=self._config.poll),
         )
+        if me in live and not uniform:  # nodes declare different tasks: ask per task
+            due = [t for t in due if self._owns(t) or _before(t.next_start_time, overdue_before)]
         advances: list[Advance] = []
         backlog = False
         for task in due:
@@ -122,6 +128,12 @@ class Planner(Loop):
             count_misfires(self._metrics, due, advances, won)
             self._report_planned_misses(due, advances, won)
         return backlog or len(due) == self._config.batch
+
+    def _owns(self, task: TaskRow) -> bool:
+        """Whether this node plans *task*: :func:`~easyjob.core.admission.planner_owner` over
+        the live nodes that declare it."""
+        declaring = self._membership.declaring(task.name, task.func, task.origin)
+        return planner_owner(task.id, declaring) == self._config.node_id
 
     def _plan(self, task: TaskRow, now: datetime, horizon: datetime) -> tuple[Advance | None, bool]:
         """The advance of one due task, or None when it cannot be planned (its row names a
@@ -183,3 +195,7 @@ class Planner(Loop):
                         fire.error_msg,
                         fire.missed_count or 1,
                     )
+
+
+def _before(when: datetime | None, cutoff: datetime) -> bool:
+    return when is not None and when < cutoff

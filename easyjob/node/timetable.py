@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from easyjob.core.records import Run
-from easyjob.core.states import Overlap, Trigger
+from easyjob.core.states import Overlap
 
 __all__ = ["Room", "Timetable"]
 
@@ -213,20 +213,6 @@ class Timetable:
         for entry in kept:
             heapq.heappush(self._heap, entry)
         return out
-
-    def later_due_waiting(self, run: Run, now: datetime) -> bool:
-        """Whether a later cron fire of *run*'s task (same shard and target), due by *now*,
-        waits here: *run* was superseded (under ``fire_once`` and ``skip`` it makes way)."""
-        return any(
-            r.fire_time > run.fire_time
-            and r.due_time <= now
-            and r.triggered_by == Trigger.CRON
-            and (r.shard, r.target_node) == (run.shard, run.target_node)
-            for r in self._by_task(run.task_id)
-        )
-
-    def _by_task(self, task_id: int) -> list[Run]:
-        return [self._waiting[i] for i in self._of_task.get(task_id, ())]
 
     def begin(self, run: Run) -> None:
         """*run* was claimed and started in one write: it takes a worker slot (and the

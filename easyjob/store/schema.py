@@ -23,6 +23,7 @@ from easyjob.store import dialects
 __all__ = [
     "SCHEMA_VERSION",
     "UTCDateTime",
+    "catalog_table",
     "meta_table",
     "metadata",
     "node_table",
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 #: Bumped whenever a table, column or index changes; checked by every node at start.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -103,8 +104,22 @@ node_table = sa.Table(
     sa.Column("stuck_count", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Column("version", Count, nullable=False, server_default=sa.text("0")),
     sa.Column("broadcast_tasks", sa.JSON(none_as_null=True)),
+    sa.Column("catalog", sa.String(64)),
     sa.Index("ix_easy_job_node_status_heartbeat", "status", "heartbeat_at"),
     comment="One row per node incarnation; liveness is heartbeat_at judged in database time.",
+)
+
+catalog_table = sa.Table(
+    "easy_job_catalog",
+    metadata,
+    sa.Column("catalog", sa.String(64), primary_key=True),
+    sa.Column("body", LongText, nullable=False),
+    sa.Column("create_time", UTCDateTime, nullable=False),
+    comment=(
+        "What a node's code declares (task name -> function, and the functions allowed for "
+        "tasks added at run time), as JSON, once per distinct catalog; easy_job_node.catalog "
+        "names it."
+    ),
 )
 
 task_table = sa.Table(

@@ -247,7 +247,7 @@ class TaskStore:
                 forget_ahead(conn, row.id, now)  # planned again from next_start_time
             elif row.status != str(TaskStatus.PAUSED):
                 forget_ahead(conn, row.id, now)
-                skip_unstarted(conn, row.id, "task paused before it started", now)
+                skip_unstarted(conn, row.id, "task paused before it started", now, paused=True)
 
         self._db.write("set_task_status", write)
         return self.get(name)

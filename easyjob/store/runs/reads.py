@@ -20,6 +20,16 @@ __all__ = ["RunReads", "claimable_by", "read_runs"]
 d = task_detail_table
 t = task_table
 
+#: A run's task schedule, for the admission rule (see ``Candidate.schedule_key``).
+_SCHEDULE_COLUMNS = (
+    t.c.cron_expr,
+    t.c.tz,
+    t.c.every_ms,
+    t.c.anchor_time,
+    t.c.starts_at,
+    t.c.ends_at,
+)
+
 _RUN_COLUMNS = (
     d.c.id,
     d.c.version,
@@ -45,6 +55,7 @@ _RUN_COLUMNS = (
     d.c.shard,
     d.c.shards,
     d.c.target_node,
+    *_SCHEDULE_COLUMNS,
 )
 
 
@@ -62,6 +73,9 @@ _CANDIDATE_COLUMNS = (
     t.c.origin,
     d.c.shard,
     d.c.target_node,
+    d.c.triggered_by,
+    d.c.create_time,
+    *_SCHEDULE_COLUMNS,
 )
 
 
@@ -145,6 +159,7 @@ def _run(row: Any) -> Run:
 
 def _candidate(row: Any) -> Candidate:
     values = dict(row)
+    values["triggered_by"] = Trigger(values["triggered_by"])
     values["overlap"] = Overlap(values["overlap"])
     values["misfire"] = Misfire(values["misfire"])
     return Candidate(**values)
