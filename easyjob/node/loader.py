@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
-from easyjob.core.admission import facts_of, misfire
+from easyjob.core.admission import Catalog, declares, facts_of, misfire
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import ORIGIN_RUNTIME, Candidate, Run
 from easyjob.core.states import Overlap
@@ -16,9 +16,7 @@ from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
 from easyjob.node.membership import Membership
-from easyjob.node.planner import runnable_here
 from easyjob.observe.metrics import NO_METRICS, Metrics
-from easyjob.registry import Registered
 from easyjob.store.contract import Store
 
 __all__ = ["Loader"]
@@ -73,10 +71,9 @@ class Loader(Loop):
         liveness: Liveness,
         membership: Membership,
         dispatcher: Dispatcher,
-        tasks: Mapping[str, Registered],
+        catalog: Catalog,
         log: logging.LoggerAdapter[logging.Logger],
         metrics: Metrics = NO_METRICS,
-        runnable: Iterable[str] = (),
         on_missed: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(config.poll, log)
@@ -89,8 +86,7 @@ class Loader(Loop):
         self._membership = membership
         self._dispatcher = dispatcher
         self._writer = dispatcher.writer
-        self._code = {name: entry.spec.func for name, entry in tasks.items()}
-        self._runnable = frozenset(runnable)
+        self._catalog = catalog
         self._task_ids: frozenset[int] | None = None
         self._foreign: set[int] = set()
         self._polls = 0
@@ -130,13 +126,12 @@ class Loader(Loop):
         self._task_ids = frozenset(task_ids)
 
     def _mine(self, task_id: int, name: str, func: str, origin: str) -> bool:
-        """Whether task row *task_id* is one this node registered, still naming the function
-        its code declared for *name*, or a task added at run time whose function its code
-        allowed (``@runnable``); if not, its runs are left out of the next reads."""
-        if runnable_here(self._code, self._runnable, name, func, origin):
+        """Whether this node's code declares task row *task_id* (see
+        :func:`easyjob.core.admission.declares`), and, for a task of its code, whether it is
+        a row it registered; if not, its runs are left out of the next reads."""
+        registered = self._task_ids is None or task_id in self._task_ids or origin == ORIGIN_RUNTIME
+        if registered and declares(self._catalog, name, func, origin):
             return True
-        if (self._task_ids is None or task_id in self._task_ids) and self._code.get(name) == func:
-            return origin != ORIGIN_RUNTIME
         self._foreign.add(task_id)
         return False
 

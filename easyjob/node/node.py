@@ -178,6 +178,10 @@ class Node:
         self.hooks = Hooks(
             {name: entry.hooks for name, entry in registered.items()}, self._listeners
         )
+        catalog = Catalog(
+            {name: entry.spec.func for name, entry in registered.items()},
+            frozenset(self.registry.runnable()),
+        )
         self.heartbeat = Heartbeater(
             self.store,
             self.config,
@@ -187,10 +191,7 @@ class Node:
             self._counters,
             self.log,
             broadcast_tasks=[spec.name for spec in specs if spec.broadcast],
-            catalog=Catalog(
-                {name: entry.spec.func for name, entry in registered.items()},
-                frozenset(self.registry.runnable()),
-            ),
+            catalog=catalog,
         )
         self.dispatcher = Dispatcher(
             self.store,
@@ -211,10 +212,9 @@ class Node:
             self.liveness,
             self.membership,
             self.dispatcher,
-            registered,
+            catalog,
             self.log,
             self.metrics,
-            runnable=self.registry.runnable(),
             on_missed=lambda: self.planner.wake(),
         )
         self.planner = Planner(
@@ -222,11 +222,10 @@ class Node:
             self.config,
             self.liveness,
             self.membership,
-            registered,
+            catalog,
             self.log,
             self.dispatcher.hooks,
             metrics=self.metrics,
-            runnable=self.registry.runnable(),
             on_planned=self.loader.wake,
         )
         self.recovery = Recoverer(

@@ -22,13 +22,13 @@ plans nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
-from easyjob.core.admission import planner_owner
+from easyjob.core.admission import Catalog, declares, planner_owner
 from easyjob.core.config import NodeConfig
 from easyjob.core.planner import plan_advance
-from easyjob.core.records import ORIGIN_RUNTIME, Advance, TaskRow
+from easyjob.core.records import Advance, TaskRow
 from easyjob.core.schedule import Schedule
 from easyjob.core.states import RunStatus
 from easyjob.node.hooks import Hooks
@@ -37,18 +37,9 @@ from easyjob.node.loop import Loop
 from easyjob.node.membership import Membership
 from easyjob.node.unplannable import Unplannable
 from easyjob.observe.metrics import NO_METRICS, Metrics, count_misfires
-from easyjob.registry import Registered
 from easyjob.store.contract import Store
 
-__all__ = ["Planner", "runnable_here"]
-
-
-def runnable_here(
-    code: Mapping[str, str], runnable: frozenset[str], name: str, func: str, origin: str
-) -> bool:
-    """Whether task *name* (function *func*) was added at run time under a name this node's
-    *code* does not declare, calling a function its code allowed with ``@runnable``."""
-    return origin == ORIGIN_RUNTIME and name not in code and func in runnable
+__all__ = ["Planner"]
 
 
 class Planner(Loop):
@@ -62,12 +53,11 @@ class Planner(Loop):
         config: NodeConfig,
         liveness: Liveness,
         membership: Membership,
-        tasks: Mapping[str, Registered],
+        catalog: Catalog,
         log: logging.LoggerAdapter[logging.Logger],
         hooks: Hooks,
         *,
         metrics: Metrics = NO_METRICS,
-        runnable: Iterable[str] = (),
         on_planned: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(config.poll, log)
@@ -75,8 +65,7 @@ class Planner(Loop):
         self._config = config
         self._liveness = liveness
         self._membership = membership
-        self._code = {name: entry.spec.func for name, entry in tasks.items()}
-        self._runnable = frozenset(runnable)
+        self._catalog = catalog
         self._hooks = hooks
         self._metrics = metrics
         self._on_planned = on_planned
@@ -139,18 +128,8 @@ class Planner(Loop):
         """The advance of one due task, or None when it cannot be planned (its row names a
         task this node's code does not declare, or holds a bad cron or zone): the task is
         then set aside, reported once per change of its row, and the others go on."""
-        func = self._code.get(task.name)
-        if runnable_here(self._code, self._runnable, task.name, task.func, task.origin):
-            pass
-        elif task.runtime:
-            why = f"it was added at run time and its function {task.func} is not @runnable here"
-            self._unplannable.add(task, now, why, logging.INFO)
-            return None, False
-        elif func != task.func:
-            why = f"its function {task.func} is not what this node's code declares for it"
-            if func is None:
-                why = "no task of that name is declared by this node's code"
-            self._unplannable.add(task, now, why, logging.INFO)
+        if not declares(self._catalog, task.name, task.func, task.origin):
+            self._unplannable.add(task, now, self._not_declared(task), logging.INFO)
             return None, False
         try:
             schedule = self._schedule(task)
@@ -166,6 +145,14 @@ class Planner(Loop):
         except Exception as err:  # one task's bad row must not stop the others' planning
             self._unplannable.add(task, now, f"{type(err).__name__}: {err}", logging.ERROR)
             return None, False
+
+    def _not_declared(self, task: TaskRow) -> str:
+        """Why this node's code does not declare *task*, for the log."""
+        if task.runtime:
+            return f"it was added at run time and its function {task.func} is not @runnable here"
+        if task.name not in self._catalog.tasks:
+            return "no task of that name is declared by this node's code"
+        return f"its function {task.func} is not what this node's code declares for it"
 
     def _schedule(self, task: TaskRow) -> Schedule | None:
         key: tuple[object, ...] = (task.cron_expr, task.tz, task.every_ms, task.anchor_time)
