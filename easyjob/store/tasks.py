@@ -510,13 +510,14 @@ def _fire_rows(
     task_id: int, fire: PlannedFire, shards: int, targets: list[str] | None, now: datetime
 ) -> list[dict[str, Any]]:
     """The run rows of one planned fire: one per shard, or for a broadcast task (*targets*
-    not None) one per target node (numbered as shards); a fire with no target node is one
-    SKIPPED row saying so, and a MISSED fire one row."""
+    not None) one per target node (numbered as shards), a MISSED summary of a broadcast
+    task's gap too (each node's row names it); a fire with no target node is one SKIPPED row
+    saying so, and a MISSED fire of another task one row."""
     status, reason = fire.status, fire.error_msg
     if status == RunStatus.PENDING and targets is not None and not targets:
         status = RunStatus.SKIPPED
         reason = "broadcast fire: no RUNNING node declares this task"
-    if status == RunStatus.PENDING and targets:
+    if targets:  # a broadcast fire, or gap, is one row per node: each names its node
         parts: list[tuple[int, str | None]] = list(enumerate(targets))
         shards = len(targets)
     elif status == RunStatus.PENDING:
