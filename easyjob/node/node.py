@@ -234,6 +234,7 @@ class Node:
             self.liveness,
             self.log,
             self.dispatcher.held_ids,
+            self.dispatcher.writer,
             self.metrics,
             hooks=self.hooks,
         )
@@ -251,9 +252,8 @@ class Node:
         while held := self.store.runs.held_by(self.config.node_id, self.config.batch):
             gave_up: list[int] = []
             recovered: list[tuple[HeldRun, int]] = []
-            created = self.store.runs.recover(
+            created = self.dispatcher.writer.recover(
                 held,
-                self.config.node_id,
                 max_recoveries=self.config.max_recoveries,
                 gave_up=gave_up,
                 recovered=recovered,

@@ -3,7 +3,8 @@ close, miss.
 
 Every transition of a run this node makes goes through it: the loader's claims and the
 misses the admission rule decides for PENDING runs (:meth:`claim`, :meth:`claim_started`,
-:meth:`miss_pending`), and everything after, which only the dispatcher thread writes (at
+:meth:`miss_pending`), the recovery thread's takeovers (:meth:`recover`), and everything
+after, which only the dispatcher thread writes (at
 shutdown, the thread that stops the node, once the dispatcher thread has ended). Every write is
 version-checked by the store (a fenced write changes nothing and says so) and retried on
 transient errors by the store's one retry policy, which is bounded. A write that still
@@ -22,7 +23,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from easyjob.core.outcome import Outcome
-from easyjob.core.records import Candidate, Run
+from easyjob.core.records import Candidate, HeldRun, Run
 from easyjob.core.states import RunStatus
 from easyjob.logs import ContextLogger, run_context
 from easyjob.store.contract import Starts, Store
@@ -59,6 +60,27 @@ class RunWriter:
         """PENDING -> MISSED, ``id -> (version, reason)``: misses the admission rule decided
         (see ``RunStore.miss_pending``); the ids written."""
         return self._store.runs.miss_pending(runs)
+
+    def recover(
+        self,
+        runs: Sequence[HeldRun],
+        *,
+        reason: str | None = None,
+        max_recoveries: int | None = None,
+        gave_up: list[int] | None = None,
+        recovered: list[tuple[HeldRun, int]] | None = None,
+    ) -> list[int]:
+        """CLAIMED/RUNNING of a dead node (or an orphan of this one) -> ABANDONED, with a
+        new attempt, or FAILED past *max_recoveries* (see ``RunStore.recover``): the recovery
+        thread's and the start-up's takeovers. The ids of the new attempts."""
+        return self._store.runs.recover(
+            runs,
+            self._node_id,
+            reason=reason,
+            max_recoveries=max_recoveries,
+            gave_up=gave_up,
+            recovered=recovered,
+        )
 
     def start(self, runs: Sequence[Run], exclusive: set[int]) -> Starts | None:
         """CLAIMED -> RUNNING for *runs* in one statement (see ``RunStore.start_many``)."""
