@@ -147,7 +147,7 @@ class Loader(Loop):
             )
             return False
         if self._config.claim_mode == "skip_locked":
-            won = self._store.runs.claim_next(self._config.node_id, horizon, room, self._foreign)
+            won = self._writer.claim_next(horizon, room, self._foreign)
             self.offered += len(won)
             self._metrics.claims(len(won), 0)
             for run in won:

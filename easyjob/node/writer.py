@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from easyjob.core.outcome import Outcome
@@ -49,6 +49,11 @@ class RunWriter:
         """PENDING -> CLAIMED for this node (see ``RunStore.claim``): the runs won. An error
         is raised to the loader, which tries again at its next poll (nothing is held yet)."""
         return self._store.runs.claim(self._node_id, candidates)
+
+    def claim_next(self, horizon: datetime, limit: int, exclude: Collection[int]) -> list[Run]:
+        """The ``skip_locked`` mode's locking claim of the next due runs (see
+        ``RunStore.claim_next``)."""
+        return self._store.runs.claim_next(self._node_id, horizon, limit, exclude)
 
     def claim_started(
         self, candidates: Sequence[Candidate], *, exclusive: Collection[int] = ()
