@@ -29,7 +29,8 @@ fire it runs has started. So under ``fire_once`` and ``skip`` no run starts afte
 fire of its task was due:
 a cluster offered more than it can run keeps its lateness near one period and records the
 excess MISSED, instead of working an ever older backlog (the loader and the dispatcher
-apply the same rule to runs already written: see ``RunStore.supersede``).
+apply the same rule to runs already written: :mod:`easyjob.core.admission`, which decides
+the fires this module misses too).
 
 Late fires are never dropped silently, and a gap costs O(1) rows whatever its length: the
 MISSED fires of one gap are one *summary* row (``fire_time`` the first, ``last_fire_time``
