@@ -247,5 +247,15 @@ def facts_of(run: Candidate | Run) -> RunFacts:
         misfire=run.misfire,
         grace=run.grace,
         overlap=run.overlap,
-        schedule=schedule_of(run.schedule_key),
+        schedule=_stored_schedule(run.schedule_key),
     )
+
+
+def _stored_schedule(key: ScheduleKey) -> Schedule | None:
+    """The schedule of a run's task row, or None when the row holds one that cannot be
+    parsed (edited by hand): such a task's runs are judged by their grace alone, and the
+    planner sets the task aside and says why, once per change of the row."""
+    try:
+        return schedule_of(key)
+    except Exception:  # a bad row must not stop the admission of every other task's runs
+        return None

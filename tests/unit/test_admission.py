@@ -3,6 +3,7 @@ situation a run can be in when a component asks whether it may start."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,11 +14,13 @@ from easyjob.core.admission import (
     Verdict,
     admit,
     declares,
+    facts_of,
     fire_verdict,
     on_busy,
     planner_owner,
     schedule_of,
 )
+from easyjob.core.records import Candidate
 from easyjob.core.states import Misfire, Overlap, Trigger
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -191,3 +194,11 @@ def test_the_planner_owner_is_one_of_the_declaring_nodes() -> None:
     assert planner_owner(7, ["n1"]) == "n1"
     owners = {planner_owner(i, ["n1", "n2", "n3"]) for i in range(30)}
     assert owners == {"n1", "n2", "n3"}
+
+
+def test_a_run_whose_task_row_holds_a_broken_schedule_is_judged_by_its_grace() -> None:
+    broken = Candidate(1, 1, 0, T0, T0, cron_expr="garbage", misfire=SKIP, misfire_grace_ms=5000)
+    facts = facts_of(broken)  # no exception: an edited row must not stop the loader
+    assert facts.schedule is None
+    assert admit(facts, T0 + 10 * S).verdict == MISS  # past the grace, skip
+    assert admit(facts_of(replace(broken, misfire=ONCE)), T0 + 10 * S).verdict == START
