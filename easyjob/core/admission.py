@@ -59,6 +59,7 @@ __all__ = [
     "Verdict",
     "admit",
     "declares",
+    "exclusive",
     "facts_of",
     "fire_verdict",
     "misfire",
@@ -203,6 +204,13 @@ def fire_verdict(
         f"missed: not started within its misfire grace of {grace.total_seconds():g}s "
         f"(policy {policy.value})",
     )
+
+
+def exclusive(overlap: Overlap) -> bool:
+    """Whether runs of a task with *overlap* take turns: at most one RUNNING at a time (the
+    shards of one fire together), so a run must find its task free to start (``serial``,
+    ``skip``); ``allow`` runs never wait for each other."""
+    return overlap != Overlap.ALLOW
 
 
 def on_busy(overlap: Overlap) -> Decision:

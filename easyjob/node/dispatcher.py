@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from easyjob.clock import Clock
-from easyjob.core.admission import Verdict, admit, facts_of, on_busy
+from easyjob.core.admission import Verdict, admit, exclusive, facts_of, on_busy
 from easyjob.core.config import NodeConfig
 from easyjob.core.outcome import Outcome
 from easyjob.core.records import Run
-from easyjob.core.states import Overlap, RunStatus
+from easyjob.core.states import RunStatus
 from easyjob.events import EventKind, RunEvent
 from easyjob.node.executor import CancelFlag, JobRunner
 from easyjob.node.hooks import Hooks
@@ -350,8 +350,8 @@ class Dispatcher:
             self._dropped(run)
         if not batch:
             return
-        exclusive = {r.id for r in batch if r.overlap != Overlap.ALLOW}
-        started = self.writer.start(batch, exclusive)
+        exclusive_ids = {r.id for r in batch if exclusive(r.overlap)}
+        started = self.writer.start(batch, exclusive_ids)
         retry_at = now + self._retry
         skipped: list[tuple[Run, str]] = []
         now = self._liveness.db_now()

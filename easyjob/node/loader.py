@@ -7,10 +7,17 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
-from easyjob.core.admission import Catalog, declares, facts_of, misfire
+from easyjob.core.admission import (
+    Catalog,
+    Verdict,
+    declares,
+    exclusive,
+    facts_of,
+    misfire,
+    on_busy,
+)
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import ORIGIN_RUNTIME, Candidate, Run
-from easyjob.core.states import Overlap
 from easyjob.core.strategies import ClusterView, Strategy, needs, overdue
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.liveness import Liveness
@@ -205,14 +212,14 @@ class Loader(Loop):
         at_once = [
             c
             for c in direct
-            if c.due_time <= soon and (c.overlap == Overlap.ALLOW or c.task_id not in held)
+            if c.due_time <= soon and (not exclusive(c.overlap) or c.task_id not in held)
         ][: self._dispatcher.startable(soon)]
         later = [c for c in direct if c.due_time > soon]
         if later:
             self._direct_at = min(c.due_time for c in later) - CLAIM_LEAD
         won: list[Run] = []
         if at_once:
-            serial = [c.id for c in at_once if c.overlap == Overlap.SERIAL]
+            serial = [c.id for c in at_once if exclusive(c.overlap)]
             won = self._writer.claim_started(at_once, exclusive=serial)
         ids = {c.id for c in at_once} | {c.id for c in later}
         rest = [c for c in chosen if c.id not in ids]
@@ -282,7 +289,11 @@ def _direct(chosen: list[Candidate], mine: list[Candidate], soon: datetime) -> l
     SKIPPED: it takes the two-write way), and not one of several fires of its task due by
     *soon* (a backlog: the dispatcher decides between them, superseded or gated)."""
     due = Counter(c.task_id for c in mine if c.due_time <= soon)
-    return [c for c in chosen if c.overlap != Overlap.SKIP and due[c.task_id] <= 1]
+    return [c for c in chosen if not _skipped_if_busy(c) and due[c.task_id] <= 1]
+
+
+def _skipped_if_busy(candidate: Candidate) -> bool:
+    return exclusive(candidate.overlap) and on_busy(candidate.overlap).verdict == Verdict.SKIP
 
 
 def _first_per_exclusive_task(candidates: list[Candidate]) -> list[Candidate]:
@@ -290,7 +301,7 @@ def _first_per_exclusive_task(candidates: list[Candidate]) -> list[Candidate]:
     seen: set[int] = set()
     out = []
     for c in candidates:
-        if c.overlap != Overlap.ALLOW:
+        if exclusive(c.overlap):
             if c.task_id in seen:
                 continue
             seen.add(c.task_id)
