@@ -65,7 +65,7 @@ def describe(row: HistoryRow) -> str:
         what += f" ({row.triggered_by}, attempt {row.attempt})"
     if row.node_id or row.target_node:
         what += f" node={row.node_id} target={row.target_node}"
-    if row.status == RunStatus.MISSED and row.last_fire_time is not None:
+    if row.last_fire_time not in (None, row.fire_time):
         what += f" fires {hms(row.fire_time)}..{hms(row.last_fire_time)}"
     if row.error_msg:
         what += f" {row.error_msg!r}"
