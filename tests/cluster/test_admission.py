@@ -184,6 +184,8 @@ def _restart_whole_cluster(db_url: str, tmp_path: Path, down_s: float) -> None:
 
 
 def test_fire_once_after_the_whole_cluster_was_down_20_s(db_url: str, tmp_path: Path) -> None:
+    """Both nodes get SIGTERM (a deployment), two new ones start 20 s later: no fire written
+    before the outage starts, and the task runs once, its latest due fire, right away."""
     _restart_whole_cluster(db_url, tmp_path, 20)
 
 
@@ -239,6 +241,8 @@ def _unwritable(db_url: str, server: DatabaseServer | None) -> Iterator[None]:
 def test_fire_once_after_the_database_was_unwritable_20_s(
     db_url: str, db_server: DatabaseServer | None, tmp_path: Path
 ) -> None:
+    """The nodes stay up while no write succeeds for 20 s (a full disk, a read-only
+    failover): once writable, the task runs once, its latest due fire, and no stale one."""
     with _cluster(db_url, tmp_path) as cluster:
         for node in ("node-0", "node-1"):
             _start(cluster, node, ("every_second",))
@@ -268,11 +272,12 @@ def test_a_pause_holds_a_future_manual_run_until_the_resume(db_url: str, tmp_pat
             _start(cluster, node, ("on_demand",))
         cluster.wait_live()
         now = _db_now(cluster)
-        first_at, second_at = now + timedelta(seconds=3), now + timedelta(seconds=7)
+        first_at, second_at = now + timedelta(seconds=4), now + timedelta(seconds=8)
         for at in (first_at, second_at):
             _cli("trigger", "on_demand", "--at", at.isoformat(), "--db", db_url)
         _cli("pause", "on_demand", "--db", db_url)
-        assert _db_now(cluster) < first_at - timedelta(seconds=1), "setup too slow: paused late"
+        paused = _db_now(cluster)
+        assert paused < first_at, f"setup too slow: paused at {check.hms(paused)}, after the run"
         _wait_db_time(cluster, first_at + timedelta(seconds=1))
         resumed = _db_now(cluster)
         _cli("resume", "on_demand", "--db", db_url)
