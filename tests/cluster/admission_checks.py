@@ -151,9 +151,11 @@ def once_right_after(
             f"later (bound {bound.total_seconds():.2f} s): {describe(first)}"
         )
     if first.fire_time != (latest := latest_due(first.start_time)):
+        fate = "; ".join(describe(r) for r in runs if _covers(r, latest)) or "no row"
         problems.append(
             f"the first run after {what} was fire {hms(first.fire_time)}, started at "
-            f"{hms(first.start_time)}, not the latest due fire {hms(latest)}: {describe(first)}"
+            f"{hms(first.start_time)}, not the latest due fire {hms(latest)} ({fate}): "
+            f"{describe(first)}"
         )
     for older in (r for r in after[1:] if r.fire_time < first.fire_time):
         problems.append(
