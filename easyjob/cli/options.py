@@ -362,7 +362,16 @@ def build_parser(version: str) -> argparse.ArgumentParser:
     )
     _command(sub, "nodes", "every node with its heartbeat age in database time")
 
-    history = _command(sub, "history", "runs, newest fire first")
+    history = _command(
+        sub, "history", "runs that started or ended, newest fire first (--upcoming: planned)"
+    )
+    history.add_argument(
+        "--upcoming",
+        action="store_true",
+        default=_flag_default("EASYJOB_HISTORY_UPCOMING"),
+        help="the planned runs instead (not started: written ahead, due or held), soonest "
+        "first [env EASYJOB_HISTORY_UPCOMING=1]",
+    )
     _task_filter(history, "HISTORY", "runs of the task named")
     option(
         history,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from easyjob.core.records import Run
 from easyjob.core.states import RunStatus
@@ -16,6 +16,7 @@ from easyjob.core.states import RunStatus
 __all__ = [
     "BLOCKED",
     "Activity",
+    "AuditEntry",
     "Backlog",
     "Blocked",
     "Bucket",
@@ -138,3 +139,20 @@ class Summary:
     late_total: int
     late: list[LateTask]
     failing: list[FailingTask]
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One operator action (a row of ``easy_job_audit``): who (*actor*), what (*action* on
+    *target*, with its *detail*), when (*at*, database time), from where (*remote*), and how
+    it ended (*result*: ``ok``, ``refused`` or ``error``, with a *message*)."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    target: str | None
+    detail: dict[str, Any] | None
+    result: str
+    message: str | None
+    remote: str | None

@@ -65,6 +65,7 @@ from easyjob.core.states import Misfire, NodeStatus, Overlap, RunStatus, TaskSta
 from easyjob.core.store_values import (
     BLOCKED,
     Activity,
+    AuditEntry,
     Backlog,
     Blocked,
     Bucket,
@@ -80,10 +81,13 @@ from easyjob.core.store_values import (
 __all__ = [
     "BLOCKED",
     "Activity",
+    "AuditEntry",
+    "AuditStore",
     "Backlog",
     "BenchStore",
     "Blocked",
     "Bucket",
+    "CodeStore",
     "FailingTask",
     "Heartbeat",
     "HistoryStore",
@@ -409,9 +413,11 @@ class HistoryStore(Protocol):
         limit: int = 100,
         ids: list[int] | None = None,
         since: datetime | None = None,
+        started: bool | None = None,
     ) -> list[HistoryRow]:
         """At most *limit* runs, newest fire first, filtered as given (*task* may be a
-        pattern, see :func:`is_pattern`)."""
+        pattern, see :func:`is_pattern`). *started* True: only runs that started or ended;
+        False: only the planned ones (neither), soonest fire first."""
         ...
 
     def prune(
@@ -468,6 +474,10 @@ class ViewStore(Protocol):
         (PENDING or CLAIMED); tasks with none are absent."""
         ...
 
+    def takeovers(self, run_ids: Sequence[int]) -> dict[int, tuple[int, str | None]]:
+        """By id of *run_ids*, the next attempt of the same fire: its id and its node."""
+        ...
+
     def activity(self, window: timedelta, buckets: int = 60) -> Activity:
         """Runs ended in the last *window* (database time), in *buckets* equal buckets."""
         ...
@@ -516,6 +526,40 @@ class BenchStore(Protocol):
         ...
 
 
+class CodeStore(Protocol):
+    """The ``@runnable`` functions each node's code allowed, published when it starts."""
+
+    def publish(self, node_id: str, funcs: Collection[str]) -> None:
+        """Record that node *node_id* allows *funcs* (replacing what it published before)."""
+        ...
+
+    def runnable(self, node_ids: Collection[str]) -> frozenset[str]:
+        """The functions that at least one node of *node_ids* allows."""
+        ...
+
+
+class AuditStore(Protocol):
+    """The operators' audit log: each dashboard action, who took it, when, and its result."""
+
+    def record(
+        self,
+        *,
+        actor: str,
+        action: str,
+        target: str | None,
+        result: str,
+        message: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+        remote: str | None = None,
+    ) -> int:
+        """Append one entry at the database's time; returns its id."""
+        ...
+
+    def entries(self, *, limit: int = 200) -> list[AuditEntry]:
+        """The newest *limit* entries, newest first."""
+        ...
+
+
 class Store(Protocol):
     """One database seen through its statement groups; what the node layer, the CLI, the
     dashboard and the bench are given."""
@@ -543,6 +587,12 @@ class Store(Protocol):
 
     @property
     def bench(self) -> BenchStore: ...
+
+    @property
+    def code(self) -> CodeStore: ...
+
+    @property
+    def audit(self) -> AuditStore: ...
 
     @property
     def url(self) -> str:
