@@ -323,20 +323,30 @@ def bench(args: argparse.Namespace) -> int:
 
 
 def dashboard(args: argparse.Namespace) -> int:
-    """Serve the dashboard until SIGTERM or SIGINT; the database is opened read-only."""
+    """Serve the dashboard until SIGTERM or SIGINT; the database is opened read-only unless
+    a token or users file turns the actions on."""
     import signal
     import threading
 
     from easyjob.observe.http import HttpServer
     from easyjob.web.app import Dashboard
+    from easyjob.web.auth import Access
 
+    access = Access.from_files(
+        token_file=args.token_file,
+        users_file=args.users_file,
+        session_s=args.session,
+        secret=args.secret,
+    )
     stop = threading.Event()
-    with existing_store(args.db, read_only=True) as store:
-        server = HttpServer(args.http, Dashboard(store, refresh_s=args.refresh), name="dashboard")
+    with existing_store(args.db, read_only=access is None) as store:
+        app = Dashboard(store, refresh_s=args.refresh, access=access).wsgi()
+        server = HttpServer(args.http, app, name="dashboard")
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
         server.start()
-        sys.stderr.write(f"easyjob dashboard of {store.url} on {server.url}\n")
+        mode = "actions on" if access else "read-only"
+        sys.stderr.write(f"easyjob dashboard of {store.url} on {server.url} ({mode})\n")
         sys.stderr.flush()
         try:
             stop.wait()

@@ -436,7 +436,10 @@ def build_parser(version: str) -> argparse.ArgumentParser:
     )
     _bench_options(_command(sub, "bench", "measure throughput and lateness with real nodes"))
     dashboard = _command(
-        sub, "dashboard", "serve a read-only web dashboard of the cluster", json=False
+        sub,
+        "dashboard",
+        "serve a web dashboard of the cluster: read-only, or with actions behind a login",
+        json=False,
     )
     option(
         dashboard,
@@ -455,5 +458,36 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         kind=non_negative_int,
         metavar="SECONDS",
         help="pages reload themselves this often; 0: never",
+    )
+    option(
+        dashboard,
+        "--token-file",
+        env="DASHBOARD_TOKEN_FILE",
+        metavar="FILE",
+        help="turn the actions on: a file holding the login token (16 characters or more)",
+    )
+    option(
+        dashboard,
+        "--users-file",
+        env="DASHBOARD_USERS_FILE",
+        metavar="FILE",
+        help="turn the actions on: lines NAME:HASH (python -m easyjob.web.auth makes a HASH)",
+    )
+    option(
+        dashboard,
+        "--session",
+        env="DASHBOARD_SESSION",
+        default="1800",
+        kind=positive_int,
+        metavar="SECONDS",
+        help="a login lasts this long (at least 60)",
+    )
+    option(
+        dashboard,
+        "--secret",
+        env="DASHBOARD_SECRET",
+        metavar="TEXT",
+        help="signs the session cookies; default random per process (give every dashboard "
+        "process behind one address the same)",
     )
     return parser

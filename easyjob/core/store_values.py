@@ -15,6 +15,7 @@ from easyjob.core.states import RunStatus
 
 __all__ = [
     "BLOCKED",
+    "DB_ERROR_KINDS",
     "Activity",
     "AuditEntry",
     "Backlog",
@@ -33,6 +34,11 @@ __all__ = [
 def is_pattern(name: str) -> bool:
     """Whether a ``--task`` value is a pattern (holds ``*`` or ``?``) rather than a name."""
     return "*" in name or "?" in name
+
+
+#: The kinds a store counts its failed database attempts by (``errors.KIND`` in
+#: :meth:`~easyjob.store.contract.Store.counters`); metrics show each from the start, at 0.
+DB_ERROR_KINDS = ("connection", "deadlock", "lock", "read_only", "resources", "other")
 
 
 @dataclass(frozen=True)

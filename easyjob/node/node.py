@@ -29,8 +29,8 @@ from easyjob.node.planner import Planner
 from easyjob.node.pruner import Pruner
 from easyjob.node.recovery import Recoverer, report
 from easyjob.observe.endpoint import NodeEndpoint, Probe, endpoint_app
-from easyjob.observe.wsgi import WSGIApp
 from easyjob.observe.metrics import NO_METRICS, Gauges, Metrics, NodeMetrics
+from easyjob.observe.wsgi import WSGIApp
 from easyjob.registry import Registry, default_registry
 from easyjob.store.contract import Store
 
@@ -240,6 +240,7 @@ class Node:
             hooks=self.hooks,
         )
         self.metrics.watch(self._gauges(), self.store.counters)
+        self.metrics.declare(spec.name for spec in specs)
         self.pruner = Pruner(self.store, self.config, self.membership, self.log)
         self.heartbeat.register()
         self.store.code.publish(self.config.node_id, self.registry.runnable())

@@ -102,7 +102,8 @@ class _Handler(WSGIRequestHandler):
             return
         if not self.parse_request():
             return
-        handler = _Quiet(self.rfile, self.wfile, self.get_stderr(), self.get_environ())
+        stderr, environ = self.get_stderr(), self.get_environ()
+        handler = _Quiet(self.rfile, self.wfile, stderr, environ)  # type: ignore[arg-type]
         handler.request_handler = self  # type: ignore[attr-defined]
         handler.run(self.server.get_app())  # type: ignore[attr-defined]
 

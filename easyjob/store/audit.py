@@ -52,8 +52,9 @@ class AuditStore:
 
         def write(conn: sa.Connection) -> int:
             now = conn.scalar(sa.select(db_now()))
-            done = conn.execute(a.insert().values(at=now, **values))
-            return int(done.inserted_primary_key[0])
+            key = conn.execute(a.insert().values(at=now, **values)).inserted_primary_key
+            assert key is not None
+            return int(key[0])
 
         return self._db.write("audit_record", write)
 

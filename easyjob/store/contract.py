@@ -64,6 +64,7 @@ from easyjob.core.records import (
 from easyjob.core.states import Misfire, NodeStatus, Overlap, RunStatus, TaskStatus
 from easyjob.core.store_values import (
     BLOCKED,
+    DB_ERROR_KINDS,
     Activity,
     AuditEntry,
     Backlog,
@@ -80,6 +81,7 @@ from easyjob.core.store_values import (
 
 __all__ = [
     "BLOCKED",
+    "DB_ERROR_KINDS",
     "Activity",
     "AuditEntry",
     "AuditStore",

@@ -141,7 +141,11 @@ class Access:
     def issue(self, actor: str, clock: Clock) -> str:
         """A signed session cookie value for *actor*, valid for ``session_s``."""
         body = json.dumps(
-            {"a": actor, "e": clock.now().timestamp() + self.session_s, "n": _b64(secrets.token_bytes(12))}
+            {
+                "a": actor,
+                "e": clock.now().timestamp() + self.session_s,
+                "n": _b64(secrets.token_bytes(12)),
+            }
         ).encode()
         return f"{_b64(body)}.{self._sign(body)}"
 
@@ -172,3 +176,21 @@ def _read(path: str | None) -> str:
         return Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError(f"cannot read {path!r}: {err.strerror}") from err
+
+
+def main() -> None:
+    """``python -m easyjob.web.auth [NAME]``: read a password (twice) and print the line
+    for a dashboard users file (``NAME:HASH``, or just the hash)."""
+    import getpass
+    import sys
+
+    name = sys.argv[1] if len(sys.argv) > 1 else None
+    password = getpass.getpass("password: ")
+    if password != getpass.getpass("again: "):
+        sys.exit("easyjob: the passwords differ")
+    stored = hash_password(password)
+    print(f"{name}:{stored}" if name else stored)
+
+
+if __name__ == "__main__":
+    main()
