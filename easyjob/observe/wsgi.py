@@ -17,7 +17,7 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
-__all__ = ["MAX_FORM_BYTES", "App", "Request", "Response", "WSGIApp", "as_wsgi"]
+__all__ = ["MAX_FORM_BYTES", "App", "Request", "Response", "WSGIApp", "as_wsgi", "mount"]
 
 log = logging.getLogger("easyjob.http")
 
@@ -126,5 +126,29 @@ def as_wsgi(app: App) -> WSGIApp:
         ]
         start_response(status, headers)
         return [] if method == "HEAD" else [response.body]
+
+    return application
+
+
+def mount(fallback: WSGIApp, apps: Mapping[str, WSGIApp]) -> WSGIApp:
+    """A WSGI application that passes a request under a prefix of *apps* (``"/easyjob"``)
+    to that application, with the prefix moved from ``PATH_INFO`` to ``SCRIPT_NAME`` as PEP
+    3333 asks, and every other request to *fallback* (e.g. a Django project's application).
+    For frameworks without a mount of their own; Flask has werkzeug's
+    ``DispatcherMiddleware``, FastAPI ``app.mount``."""
+    prefixes = sorted(((p.rstrip("/"), app) for p, app in apps.items()), reverse=True)
+    for prefix, _ in prefixes:
+        if not prefix.startswith("/"):
+            raise ValueError(f"a mount point starts with '/', got {prefix!r}")
+
+    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO") or "/")
+        for prefix, app in prefixes:
+            if path == prefix or path.startswith(prefix + "/"):
+                inner = dict(environ)
+                inner["SCRIPT_NAME"] = str(environ.get("SCRIPT_NAME", "")) + prefix
+                inner["PATH_INFO"] = path[len(prefix) :] or "/"
+                return app(inner, start_response)
+        return fallback(environ, start_response)
 
     return application
