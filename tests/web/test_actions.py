@@ -60,7 +60,9 @@ def _serve(dashboard: Dashboard) -> Iterator[Browser]:
     server.start()
     jar = http.cookiejar.CookieJar()
     try:
-        yield Browser(server.url, urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar)))
+        yield Browser(
+            server.url, urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        )
     finally:
         server.close()
 
