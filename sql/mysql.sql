@@ -2,6 +2,21 @@
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
+CREATE TABLE easy_job_audit (
+	id BIGINT NOT NULL AUTO_INCREMENT,
+	at DATETIME(6) NOT NULL,
+	actor VARCHAR(255) NOT NULL,
+	action VARCHAR(32) NOT NULL,
+	target VARCHAR(255),
+	detail JSON,
+	result VARCHAR(16) NOT NULL,
+	message TEXT,
+	remote VARCHAR(64),
+	PRIMARY KEY (id)
+)COMMENT='One row per operator action from the dashboard: who, what, when, and its result.';
+
+CREATE INDEX ix_easy_job_audit_at ON easy_job_audit (at);
+
 CREATE TABLE easy_job_meta (
 	name VARCHAR(64) NOT NULL,
 	value VARCHAR(255) NOT NULL,
@@ -29,6 +44,12 @@ CREATE TABLE easy_job_node (
 )COMMENT='One row per node incarnation; liveness is heartbeat_at judged in database time.';
 
 CREATE INDEX ix_easy_job_node_status_heartbeat ON easy_job_node (status, heartbeat_at);
+
+CREATE TABLE easy_job_node_runnable (
+	node_id VARCHAR(128) NOT NULL,
+	func VARCHAR(512) NOT NULL,
+	PRIMARY KEY (node_id, func)
+)COMMENT='The functions each node''s code allowed with @runnable, written when it starts.';
 
 CREATE TABLE easy_job_task (
 	id BIGINT NOT NULL AUTO_INCREMENT,

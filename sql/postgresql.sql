@@ -2,6 +2,21 @@
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
+CREATE TABLE easy_job_audit (
+	id BIGSERIAL NOT NULL,
+	at TIMESTAMP WITHOUT TIME ZONE NOT NULL,
+	actor VARCHAR(255) NOT NULL,
+	action VARCHAR(32) NOT NULL,
+	target VARCHAR(255),
+	detail JSON,
+	result VARCHAR(16) NOT NULL,
+	message TEXT,
+	remote VARCHAR(64),
+	PRIMARY KEY (id)
+);
+
+CREATE INDEX ix_easy_job_audit_at ON easy_job_audit (at);
+
 CREATE TABLE easy_job_meta (
 	name VARCHAR(64) NOT NULL,
 	value VARCHAR(255) NOT NULL,
@@ -29,6 +44,12 @@ CREATE TABLE easy_job_node (
 );
 
 CREATE INDEX ix_easy_job_node_status_heartbeat ON easy_job_node (status, heartbeat_at);
+
+CREATE TABLE easy_job_node_runnable (
+	node_id VARCHAR(128) NOT NULL,
+	func VARCHAR(512) NOT NULL,
+	PRIMARY KEY (node_id, func)
+);
 
 CREATE TABLE easy_job_task (
 	id BIGSERIAL NOT NULL,

@@ -352,7 +352,7 @@ def _detail(request: Request) -> dict[str, str]:
     return {
         name: values[0][:_DETAIL_CHARS]
         for name, values in sorted(request.form.items())
-        if name not in ("csrf", "password") and values
+        if name not in ("csrf", "password") and values and values[0].strip()
     }
 
 
