@@ -91,6 +91,7 @@ def docs_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_registry: Non
     store.tasks.upsert(default_registry.resolved())
     # docs/cli.md's trigger and schedule samples: a task added at run time
     store.schedules.add("reports", "jobs:nightly_report", every="1h", accepts=["day"])
+    store.code.publish(DOCS_NODE, ["jobs:nightly_report"])  # its code allows it (@runnable)
     store.close()
     default_registry.clear()
     return url
