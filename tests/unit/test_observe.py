@@ -7,12 +7,12 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from easyjob.cli import main
-from easyjob.errors import ConfigError
 from easyjob.core.store_values import DB_ERROR_KINDS
+from easyjob.errors import ConfigError
 from easyjob.observe.endpoint import Probe, check, endpoint_app
 from easyjob.observe.http import HttpServer, Response, parse_address
-from easyjob.observe.wsgi import as_wsgi
 from easyjob.observe.metrics import OTHER, Gauges, NodeMetrics
+from easyjob.observe.wsgi import as_wsgi
 
 
 def values(metrics: NodeMetrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
