@@ -268,6 +268,11 @@ class Dashboard:
             target = _one_form(request, "task") or _one_form(request, "run") or None
             self._record(request, session.actor, name, target, "refused", str(err), detail)
             return self._result(request, 400, "refused", str(err))
+        except Exception as err:  # e.g. the database failed past its retries: answered 500
+            target = _one_form(request, "task") or _one_form(request, "run") or None
+            why = f"{type(err).__name__}: {str(err).strip()[:300]}"
+            self._record(request, session.actor, name, target, "error", why, detail)
+            raise
         self._record(request, session.actor, name, done.target, "ok", done.message, detail)
         return self._result(request, 200, "ok", done.message)
 

@@ -11,6 +11,7 @@ the session; a request without it, or with another session's, is refused.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -134,7 +135,7 @@ class Access:
             return TOKEN_ACTOR if same else None
         stored = self.users.get(user)
         if stored is None:
-            verify_password(password, hash_password("x" * 16))  # the same time either way
+            verify_password(password, _dummy_hash())  # one scrypt either way: no user oracle
             return None
         return user if verify_password(password, stored) else None
 
@@ -168,6 +169,11 @@ class Access:
 
     def _sign(self, data: bytes) -> str:
         return _b64(hmac.new(self.secret, data, hashlib.sha256).digest())
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    return hash_password(secrets.token_hex(16))
 
 
 def _read(path: str | None) -> str:
