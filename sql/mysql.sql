@@ -1,4 +1,4 @@
--- easyjob schema version 4 for mysql.
+-- easyjob schema version 5 for mysql.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
@@ -16,6 +16,13 @@ CREATE TABLE easy_job_audit (
 )COMMENT='One row per operator action from the dashboard: who, what, when, and its result.';
 
 CREATE INDEX ix_easy_job_audit_at ON easy_job_audit (at);
+
+CREATE TABLE easy_job_catalog (
+	catalog VARCHAR(64) NOT NULL,
+	body MEDIUMTEXT NOT NULL,
+	create_time DATETIME(6) NOT NULL,
+	PRIMARY KEY (catalog)
+)COMMENT='What a node''s code declares (task name -> function, and the functions allowed for tasks added at run time), as JSON, once per distinct catalog; easy_job_node.catalog names it.';
 
 CREATE TABLE easy_job_meta (
 	name VARCHAR(64) NOT NULL,
@@ -40,16 +47,11 @@ CREATE TABLE easy_job_node (
 	stuck_count INTEGER NOT NULL DEFAULT 0,
 	version BIGINT NOT NULL DEFAULT 0,
 	broadcast_tasks JSON,
+	catalog VARCHAR(64),
 	PRIMARY KEY (node_id)
 )COMMENT='One row per node incarnation; liveness is heartbeat_at judged in database time.';
 
 CREATE INDEX ix_easy_job_node_status_heartbeat ON easy_job_node (status, heartbeat_at);
-
-CREATE TABLE easy_job_node_runnable (
-	node_id VARCHAR(128) NOT NULL,
-	func VARCHAR(512) NOT NULL,
-	PRIMARY KEY (node_id, func)
-)COMMENT='The functions each node''s code allowed with @runnable, written when it starts.';
 
 CREATE TABLE easy_job_task (
 	id BIGINT NOT NULL AUTO_INCREMENT,
@@ -133,4 +135,4 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '4');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '5');

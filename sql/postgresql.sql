@@ -1,4 +1,4 @@
--- easyjob schema version 4 for postgresql.
+-- easyjob schema version 5 for postgresql.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
@@ -16,6 +16,13 @@ CREATE TABLE easy_job_audit (
 );
 
 CREATE INDEX ix_easy_job_audit_at ON easy_job_audit (at);
+
+CREATE TABLE easy_job_catalog (
+	catalog VARCHAR(64) NOT NULL,
+	body TEXT NOT NULL,
+	create_time TIMESTAMP WITHOUT TIME ZONE NOT NULL,
+	PRIMARY KEY (catalog)
+);
 
 CREATE TABLE easy_job_meta (
 	name VARCHAR(64) NOT NULL,
@@ -40,16 +47,11 @@ CREATE TABLE easy_job_node (
 	stuck_count INTEGER DEFAULT 0 NOT NULL,
 	version BIGINT DEFAULT 0 NOT NULL,
 	broadcast_tasks JSON,
+	catalog VARCHAR(64),
 	PRIMARY KEY (node_id)
 );
 
 CREATE INDEX ix_easy_job_node_status_heartbeat ON easy_job_node (status, heartbeat_at);
-
-CREATE TABLE easy_job_node_runnable (
-	node_id VARCHAR(128) NOT NULL,
-	func VARCHAR(512) NOT NULL,
-	PRIMARY KEY (node_id, func)
-);
 
 CREATE TABLE easy_job_task (
 	id BIGSERIAL NOT NULL,
@@ -133,4 +135,4 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '4');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '5');

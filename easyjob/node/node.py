@@ -13,6 +13,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from easyjob.clock import Clock, SystemClock
+from easyjob.core.admission import Catalog
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import HeldRun, TaskSpec
 from easyjob.core.states import NodeStatus
@@ -21,10 +22,11 @@ from easyjob.errors import ConfigError, EasyJobError
 from easyjob.events import Hook
 from easyjob.logs import ContextLogger
 from easyjob.node.dispatcher import Dispatcher
-from easyjob.node.heartbeat import Heartbeater, Membership
+from easyjob.node.heartbeat import Heartbeater
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loader import Loader
+from easyjob.node.membership import Membership
 from easyjob.node.planner import Planner
 from easyjob.node.pruner import Pruner
 from easyjob.node.recovery import Recoverer, report
@@ -184,6 +186,10 @@ class Node:
         self.hooks = Hooks(
             {name: entry.hooks for name, entry in registered.items()}, self._listeners
         )
+        catalog = Catalog(
+            {name: entry.spec.func for name, entry in registered.items()},
+            frozenset(self.registry.runnable()),
+        )
         self.heartbeat = Heartbeater(
             self.store,
             self.config,
@@ -193,6 +199,7 @@ class Node:
             self._counters,
             self.log,
             broadcast_tasks=[spec.name for spec in specs if spec.broadcast],
+            catalog=catalog,
         )
         self.dispatcher = Dispatcher(
             self.store,
@@ -213,21 +220,20 @@ class Node:
             self.liveness,
             self.membership,
             self.dispatcher,
-            registered,
+            catalog,
             self.log,
             self.metrics,
-            runnable=self.registry.runnable(),
+            on_missed=lambda: self.planner.wake(),
         )
         self.planner = Planner(
             self.store,
             self.config,
             self.liveness,
             self.membership,
-            registered,
+            catalog,
             self.log,
             self.dispatcher.hooks,
             metrics=self.metrics,
-            runnable=self.registry.runnable(),
             on_planned=self.loader.wake,
         )
         self.recovery = Recoverer(
@@ -236,6 +242,7 @@ class Node:
             self.liveness,
             self.log,
             self.dispatcher.held_ids,
+            self.dispatcher.writer,
             self.metrics,
             hooks=self.hooks,
         )
@@ -243,7 +250,6 @@ class Node:
         self.metrics.declare(spec.name for spec in specs)
         self.pruner = Pruner(self.store, self.config, self.membership, self.log)
         self.heartbeat.register()
-        self.store.code.publish(self.config.node_id, self.registry.runnable())
         rows = self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
         self.loader.declare(row.id for row in rows)
         self._recover_predecessor()
@@ -255,9 +261,8 @@ class Node:
         while held := self.store.runs.held_by(self.config.node_id, self.config.batch):
             gave_up: list[int] = []
             recovered: list[tuple[HeldRun, int]] = []
-            created = self.store.runs.recover(
+            created = self.dispatcher.writer.recover(
                 held,
-                self.config.node_id,
                 max_recoveries=self.config.max_recoveries,
                 gave_up=gave_up,
                 recovered=recovered,

@@ -5,8 +5,8 @@
 together: ``store.tasks`` (registration, due polling, schedule advances), ``store.runs``
 (claims and every later, version-checked transition), ``store.nodes`` (heartbeats, liveness
 in database time), ``store.history``, ``store.views`` (the dashboard's reads),
-``store.summary`` (``easyjob status``), ``store.bench`` (``easyjob bench``), ``store.code``
-(the ``@runnable`` functions of each node) and ``store.audit`` (the operators' actions).
+``store.summary`` (``easyjob status``), ``store.bench`` (``easyjob bench``) and
+``store.audit`` (the operators' actions).
 
 Outside this package, code imports only this module and :mod:`easyjob.store.contract`.
 """
@@ -20,7 +20,6 @@ from easyjob.errors import SchemaMissingError
 from easyjob.store import contract
 from easyjob.store.audit import AuditStore
 from easyjob.store.bench import BenchStore
-from easyjob.store.code import CodeStore
 from easyjob.store.database import Database
 from easyjob.store.engine import dialect_of, normalize_url, safe_url
 from easyjob.store.history import HistoryStore
@@ -62,7 +61,6 @@ class Store:
         self.views = ViewStore(db)
         self.summary = SummaryStore(db)
         self.bench = BenchStore(db)
-        self.code = CodeStore(db)
         self.audit = AuditStore(db)
 
     @classmethod

@@ -50,12 +50,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from easyjob.core.admission import Catalog
 from easyjob.core.records import (
     Advance,
     Candidate,
     HeldRun,
     HistoryRow,
-    Missed,
     NodeRow,
     Run,
     TaskRow,
@@ -89,7 +89,6 @@ __all__ = [
     "BenchStore",
     "Blocked",
     "Bucket",
-    "CodeStore",
     "FailingTask",
     "Heartbeat",
     "HistoryStore",
@@ -225,17 +224,10 @@ class RunStore(Protocol):
         candidate carries the version read: the token its claim is checked against."""
         ...
 
-    def miss_late(self, cutoffs: Mapping[int, tuple[Misfire, datetime]]) -> int:
-        """Apply the misfire policy to PENDING runs per task id ``-> (policy, late before)``;
-        returns how many became MISSED. A run claimed meanwhile is left alone."""
-        ...
-
-    def supersede(self, now: datetime, limit: int = 5000) -> dict[str, Missed]:
-        """Mark MISSED every PENDING cron fire of a ``fire_once`` or ``skip`` task due
-        before *now* whose successor (a later cron fire of the same task, shard and target,
-        due by *now*, not itself MISSED or SKIPPED) exists: it was superseded and must not
-        start after it. At most *limit* per call; version-checked, so a run claimed
-        meanwhile is left alone. Returns what was marked, by task name."""
+    def miss_pending(self, runs: Mapping[int, tuple[int, str]]) -> set[int]:
+        """PENDING -> MISSED for *runs* (``id -> (version read, reason)``), in one
+        version-checked UPDATE: the misses :mod:`easyjob.core.admission` decided. Returns the
+        ids written; a run claimed or changed meanwhile is left alone."""
         ...
 
     def claim(self, node_id: str, candidates: Sequence[Candidate]) -> list[Run]:
@@ -368,9 +360,16 @@ class NodeStore(Protocol):
         dead_after: timedelta | None = None,
         clock_offset_ms: int = 0,
         broadcast_tasks: Sequence[str] = (),
+        catalog: Catalog | None = None,
     ) -> None:
         """Insert this node's row, RUNNING, heartbeat now. An existing id is taken over only
-        if STOPPED, DEAD or stale beyond *dead_after*; otherwise NodeIdInUseError."""
+        if STOPPED, DEAD or stale beyond *dead_after*; otherwise NodeIdInUseError. The row
+        names *catalog* (what its code declares), stored once per distinct catalog."""
+        ...
+
+    def catalogs(self, digests: Collection[str]) -> dict[str, Catalog]:
+        """The catalogs stored under *digests* (those found), by digest: what the code of the
+        nodes that name them declares (see :mod:`easyjob.core.admission`)."""
         ...
 
     def heartbeat(
@@ -528,18 +527,6 @@ class BenchStore(Protocol):
         ...
 
 
-class CodeStore(Protocol):
-    """The ``@runnable`` functions each node's code allowed, published when it starts."""
-
-    def publish(self, node_id: str, funcs: Collection[str]) -> None:
-        """Record that node *node_id* allows *funcs* (replacing what it published before)."""
-        ...
-
-    def runnable(self, node_ids: Collection[str]) -> frozenset[str]:
-        """The functions that at least one node of *node_ids* allows."""
-        ...
-
-
 class AuditStore(Protocol):
     """The operators' audit log: each dashboard action, who took it, when, and its result."""
 
@@ -589,9 +576,6 @@ class Store(Protocol):
 
     @property
     def bench(self) -> BenchStore: ...
-
-    @property
-    def code(self) -> CodeStore: ...
 
     @property
     def audit(self) -> AuditStore: ...

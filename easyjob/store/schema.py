@@ -24,16 +24,16 @@ __all__ = [
     "SCHEMA_VERSION",
     "UTCDateTime",
     "audit_table",
+    "catalog_table",
     "meta_table",
     "metadata",
-    "node_runnable_table",
     "node_table",
     "task_detail_table",
     "task_table",
 ]
 
 #: Bumped whenever a table, column or index changes; checked by every node at start.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -105,8 +105,22 @@ node_table = sa.Table(
     sa.Column("stuck_count", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Column("version", Count, nullable=False, server_default=sa.text("0")),
     sa.Column("broadcast_tasks", sa.JSON(none_as_null=True)),
+    sa.Column("catalog", sa.String(64)),
     sa.Index("ix_easy_job_node_status_heartbeat", "status", "heartbeat_at"),
     comment="One row per node incarnation; liveness is heartbeat_at judged in database time.",
+)
+
+catalog_table = sa.Table(
+    "easy_job_catalog",
+    metadata,
+    sa.Column("catalog", sa.String(64), primary_key=True),
+    sa.Column("body", LongText, nullable=False),
+    sa.Column("create_time", UTCDateTime, nullable=False),
+    comment=(
+        "What a node's code declares (task name -> function, and the functions allowed for "
+        "tasks added at run time), as JSON, once per distinct catalog; easy_job_node.catalog "
+        "names it."
+    ),
 )
 
 task_table = sa.Table(
@@ -198,18 +212,10 @@ task_detail_table = sa.Table(
 
 
 # ---------------------------------------------------------------------------------------------
-# NEW TABLES (branch "operators", issue 26) -- they need a schema version and a migration.
-# SCHEMA_VERSION above is deliberately not bumped here: the version number and the Alembic
+# NEW TABLE (branch "operators", issue 26) -- it needs a schema version and a migration.
+# SCHEMA_VERSION above is deliberately not bumped for it: the version number and the Alembic
 # migration are assigned when this block is merged. Existing tables are not changed.
 # ---------------------------------------------------------------------------------------------
-
-node_runnable_table = sa.Table(
-    "easy_job_node_runnable",
-    metadata,
-    sa.Column("node_id", NodeId, primary_key=True),
-    sa.Column("func", sa.String(512), primary_key=True),
-    comment="The functions each node's code allowed with @runnable, written when it starts.",
-)
 
 audit_table = sa.Table(
     "easy_job_audit",

@@ -1,11 +1,14 @@
-"""What "a live node can run this task" means, decided once for every face."""
+"""What "a live node can run this task" means, decided once for every face, by the rule the
+nodes themselves follow (:func:`easyjob.core.admission.declares` over each live node's
+catalog: the tasks its code declares and the functions it allows with ``@runnable``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from easyjob.core.admission import Catalog, declares
 from easyjob.core.records import NodeRow, TaskRow
 from easyjob.core.states import NodeStatus
 from easyjob.errors import NotRunnableError, shown
@@ -20,25 +23,33 @@ GONE_AFTER_S = 60.0
 
 @dataclass(frozen=True)
 class LiveCode:
-    """The code of the live nodes: when the oldest of them started (*since*; None when no
-    node is live) and the ``@runnable`` functions they published (*funcs*)."""
+    """The code of the live nodes: the catalog of each that published one (*catalogs*), and
+    the start of each live node of an earlier release that published none (*uncatalogued*,
+    by node id)."""
 
-    since: datetime | None
-    funcs: frozenset[str]
+    catalogs: tuple[Catalog, ...] = ()
+    uncatalogued: Mapping[str, datetime] = field(default_factory=dict)
+
+    @property
+    def any_live(self) -> bool:
+        """Whether any node is live."""
+        return bool(self.catalogs or self.uncatalogued)
 
     def runs(self, task: TaskRow) -> bool:
-        """Whether a live node can run *task*: a task of the code was registered by a live
-        node (its ``seen_time`` is not older than the oldest live node's start); a task added
-        at run time calls a function some live node allowed with ``@runnable``."""
-        if self.since is None:
-            return False
+        """Whether a live node can run *task*: a live node's catalog declares it (its name
+        with its function, or, for a task added at run time, its function as ``@runnable``);
+        a node of an earlier release, which published no catalog, counts for a task of the
+        code it registered (``seen_time`` not older than its start), never for a task added
+        at run time (what it allows is not known)."""
+        if any(declares(c, task.name, task.func, task.origin) for c in self.catalogs):
+            return True
         if task.runtime:
-            return task.func in self.funcs
-        return task.seen_time >= self.since
+            return False
+        return any(task.seen_time >= start for start in self.uncatalogued.values())
 
     def allows(self, func: str) -> bool:
-        """Whether a live node allowed *func* with ``@runnable``."""
-        return func in self.funcs
+        """Whether a live node's catalog allows *func* with ``@runnable``."""
+        return any(func in c.runnable for c in self.catalogs)
 
 
 def live(nodes: Iterable[NodeRow]) -> list[NodeRow]:
@@ -50,8 +61,10 @@ def live_code(store: Store) -> LiveCode:
     """The live nodes' code, read from *store*."""
     _, nodes = store.nodes.all()
     alive = live(nodes)
-    since = min((n.started_at for n in alive), default=None)
-    return LiveCode(since, store.code.runnable([n.node_id for n in alive]))
+    found = store.nodes.catalogs({n.catalog for n in alive if n.catalog})
+    catalogs = tuple(found[n.catalog] for n in alive if n.catalog in found)
+    old = {n.node_id: n.started_at for n in alive if not n.catalog}
+    return LiveCode(catalogs, old)
 
 
 def require_runnable(store: Store, func: str) -> None:
@@ -60,7 +73,7 @@ def require_runnable(store: Store, func: str) -> None:
     code = live_code(store)
     if code.allows(func):
         return
-    if code.since is None:
+    if not code.any_live:
         why = "no node is live"
     else:
         why = "no live node's code allows it with @runnable (it is not marked, or not there)"

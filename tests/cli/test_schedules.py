@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from easyjob.core.admission import Catalog
 from easyjob.core.records import TaskSpec
 from easyjob.core.states import RunStatus, TaskStatus
 from easyjob.store import Store
@@ -53,9 +54,10 @@ def test_bad_triggers_are_refused_and_write_nothing(
 
 
 def live_node_allowing(store: Store, *funcs: str, node_id: str = "node-a") -> None:
-    """A live node whose code allows *funcs* with ``@runnable`` (what a node publishes)."""
-    register(store, node_id)
-    store.code.publish(node_id, funcs)
+    """A live node whose code declares task ``code`` and allows *funcs* with ``@runnable``
+    (its catalog)."""
+    catalog = Catalog(tasks={"code": "tests.jobs:noop"}, runnable=frozenset(funcs))
+    register(store, node_id, catalog=catalog)
 
 
 def test_schedule_add_set_remove(cli: Cli, store: Store, db_url: str) -> None:

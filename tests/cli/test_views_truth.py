@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from easyjob.core.admission import Catalog
 from easyjob.core.records import TaskSpec
 from easyjob.core.states import NodeStatus
 from easyjob.store import Store
@@ -21,8 +22,7 @@ def _tasks(cli: Cli, db_url: str) -> dict[str, dict[str, object]]:
 def test_interval_and_one_off_schedules_are_shown_as_what_they_are(
     cli: Cli, store: Store, db_url: str
 ) -> None:
-    register(store, "node-a")
-    store.code.publish("node-a", ["jobs:report"])
+    register(store, "node-a", catalog=Catalog(runnable=frozenset({"jobs:report"})))
     at = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
     store.tasks.upsert(
         [
@@ -48,8 +48,7 @@ def test_interval_and_one_off_schedules_are_shown_as_what_they_are(
 def test_a_runtime_task_is_in_code_only_if_a_live_node_allows_its_function(
     cli: Cli, store: Store, db_url: str
 ) -> None:
-    register(store, "node-a")
-    store.code.publish("node-a", ["jobs:report"])
+    register(store, "node-a", catalog=Catalog(runnable=frozenset({"jobs:report"})))
     store.schedules.add("ok", "jobs:report", every="1h")
     store.schedules.add("unmarked", "jobs:not_runnable", every="1h")
     rows = _tasks(cli, db_url)

@@ -15,6 +15,7 @@ from datetime import timedelta
 import pytest
 
 from easyjob.clock import FakeClock
+from easyjob.core.admission import Catalog
 from easyjob.core.records import TaskSpec
 from easyjob.core.states import RunStatus, TaskStatus
 from easyjob.observe.http import HttpServer
@@ -71,8 +72,8 @@ def _serve(dashboard: Dashboard) -> Iterator[Browser]:
 def seeded(store: Store) -> Store:
     """A live node that declares ``greet`` (accepts ``who``) and allows ``jobs:report``; a
     FAILED run of ``greet``."""
-    register(store, "node-a")
-    store.code.publish("node-a", ["jobs:report"])
+    tasks = {"greet": "tests.jobs:noop", HOSTILE: "tests.jobs:noop"}
+    register(store, "node-a", catalog=Catalog(tasks, frozenset({"jobs:report"})))
     spec = TaskSpec(name="greet", func="tests.jobs:noop", cron="0 0 1 1 *", accepts=("who",))
     store.tasks.upsert([spec, TaskSpec(name=HOSTILE, func="tests.jobs:noop")])
     failed = start_manual_run(store, "greet")
