@@ -14,7 +14,8 @@
     │   ├── DatabaseUnavailableError (ConnectionError)
     │   ├── SchemaMissingError (LookupError)     tables absent: run `easyjob init-db`
     │   └── SchemaVersionError                   tables of another easyjob version
-    └── TaskNotFoundError (LookupError)          no task of that name
+    ├── TaskNotFoundError (LookupError)          no task of that name
+    └── NotRunnableError (LookupError)           no live node's code can run that function
 
 Every error names the offending value with ``!r`` and chains its cause.
 
@@ -33,6 +34,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "EasyJobError",
     "NodeIdInUseError",
+    "NotRunnableError",
     "SchemaMissingError",
     "SchemaVersionError",
     "TaskDefinitionError",
@@ -97,6 +99,12 @@ class SchemaVersionError(DatabaseError):
 
 class TaskNotFoundError(EasyJobError, LookupError):
     """No task with the given name is registered in the database."""
+
+
+class NotRunnableError(EasyJobError, LookupError):
+    """No live node's code can run the function a schedule names: it is not ``@runnable``
+    in any live node's code, or does not exist there (``--force`` adds it anyway, ahead of
+    a deploy)."""
 
 
 def shown(value: object, limit: int = 200) -> str:

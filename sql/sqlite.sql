@@ -2,6 +2,20 @@
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
+CREATE TABLE easy_job_audit (
+	id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
+	at DATETIME NOT NULL,
+	actor VARCHAR(255) NOT NULL,
+	action VARCHAR(32) NOT NULL,
+	target VARCHAR(255),
+	detail JSON,
+	result VARCHAR(16) NOT NULL,
+	message TEXT,
+	remote VARCHAR(64)
+);
+
+CREATE INDEX ix_easy_job_audit_at ON easy_job_audit (at);
+
 CREATE TABLE easy_job_catalog (
 	catalog VARCHAR(64) NOT NULL,
 	body TEXT NOT NULL,

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
 from easyjob.errors import ConfigError
 from easyjob.store import Store, render_ddl
 from easyjob.store.contract import is_pattern
+from easyjob.views import read
 
 __all__ = ["COMMANDS"]
 
@@ -93,15 +94,13 @@ def sql(args: argparse.Namespace) -> int:
 
 #: ``status`` counts a task as late once its oldest unstarted fire is this much overdue.
 LATE_AFTER = timedelta(seconds=2)
-#: ``tasks`` reads the backlog of just the listed tasks up to this many (bound parameters).
-_LISTED_BACKLOG = 1000
 
 
 def status(args: argparse.Namespace) -> int:
     with existing_store(args.db) as store:
         summary = store.summary.summary(window=args.window, late_after=LATE_AFTER, top=args.top)
         _, nodes = store.nodes.all()
-        failures = views.run_rows(store.history.failures(limit=args.failures))
+        failures = read.failures(store, limit=args.failures)
     # ages in the summary's database time, so that they agree with its db_time and lags
     shown = [
         replace(node, age=summary.db_time - node.heartbeat_at)
@@ -177,28 +176,12 @@ def _section(title: str, rows: list[views.Row], columns: tuple[Column, ...]) -> 
     return f"{title}\n{table(rows, columns)}"
 
 
-def code_since(store: Store) -> datetime | None:
-    """The start of the oldest live node (RUNNING, heartbeat younger than
-    :data:`views.GONE_AFTER_S`), or None when no node is live: a task whose ``seen_time`` is
-    older was registered by no live node's code."""
-    _, known = store.nodes.all()
-    starts = [
-        n.started_at
-        for n in known
-        if n.status == NodeStatus.RUNNING and n.age_s <= views.GONE_AFTER_S
-    ]
-    return min(starts, default=None)
-
-
 def tasks(args: argparse.Namespace) -> int:
     with existing_store(args.db) as store:
         total, found = store.views.find_tasks(task=args.task, status=args.status, limit=args.limit)
         if args.task is not None and not is_pattern(args.task) and not total:
             store.tasks.get(args.task)  # an unknown name is an error, not an empty list
-        listed = [task.id for task in found] if len(found) <= _LISTED_BACKLOG else None
-        db_now, backlog = store.history.backlog(listed)
-        upcoming = store.views.next_fires([task.id for task in found])
-        rows = views.task_rows(found, db_now, backlog, code_since(store), upcoming)
+        db_now, rows = read.tasks(store, found)
     document = {"db_time": db_now, "total": total, "tasks": rows}
     if len(rows) < total:
         sys.stderr.write(
@@ -210,8 +193,7 @@ def tasks(args: argparse.Namespace) -> int:
 
 def nodes(args: argparse.Namespace) -> int:
     with existing_store(args.db) as store:
-        db_now, found = store.nodes.all()
-        rows = views.node_rows(found, store.runs.held_counts())
+        db_now, rows = read.nodes(store)
     document = {"db_time": db_now, "nodes": rows}
     return _show(args, document, lambda: table(rows, views.NODE_COLUMNS, empty="no nodes"))
 
@@ -224,10 +206,15 @@ def history(args: argparse.Namespace) -> int:
         since = args.since
         if isinstance(since, timedelta):
             since = store.now() - since
-        runs = store.history.runs(
-            task=args.task, status=status, node=args.node, since=since, limit=args.limit
+        rows = read.runs(
+            store,
+            task=args.task,
+            status=status,
+            node=args.node,
+            since=since,
+            limit=args.limit,
+            upcoming=args.upcoming,
         )
-        rows = views.run_rows(runs)
     document = {"runs": rows}
     return _show(args, document, lambda: table(rows, views.RUN_COLUMNS, empty="no runs"))
 
@@ -336,20 +323,30 @@ def bench(args: argparse.Namespace) -> int:
 
 
 def dashboard(args: argparse.Namespace) -> int:
-    """Serve the dashboard until SIGTERM or SIGINT; the database is opened read-only."""
+    """Serve the dashboard until SIGTERM or SIGINT; the database is opened read-only unless
+    a token or users file turns the actions on."""
     import signal
     import threading
 
     from easyjob.observe.http import HttpServer
     from easyjob.web.app import Dashboard
+    from easyjob.web.auth import Access
 
+    access = Access.from_files(
+        token_file=args.token_file,
+        users_file=args.users_file,
+        session_s=args.session,
+        secret=args.secret,
+    )
     stop = threading.Event()
-    with existing_store(args.db, read_only=True) as store:
-        server = HttpServer(args.http, Dashboard(store, refresh_s=args.refresh), name="dashboard")
+    with existing_store(args.db, read_only=access is None) as store:
+        app = Dashboard(store, refresh_s=args.refresh, access=access).wsgi()
+        server = HttpServer(args.http, app, name="dashboard")
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
         server.start()
-        sys.stderr.write(f"easyjob dashboard of {store.url} on {server.url}\n")
+        mode = "actions on" if access else "read-only"
+        sys.stderr.write(f"easyjob dashboard of {store.url} on {server.url} ({mode})\n")
         sys.stderr.flush()
         try:
             stop.wait()

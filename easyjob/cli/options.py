@@ -362,7 +362,16 @@ def build_parser(version: str) -> argparse.ArgumentParser:
     )
     _command(sub, "nodes", "every node with its heartbeat age in database time")
 
-    history = _command(sub, "history", "runs, newest fire first")
+    history = _command(
+        sub, "history", "runs that started or ended, newest fire first (--upcoming: planned)"
+    )
+    history.add_argument(
+        "--upcoming",
+        action="store_true",
+        default=_flag_default("EASYJOB_HISTORY_UPCOMING"),
+        help="the planned runs instead (not started: written ahead, due or held), soonest "
+        "first [env EASYJOB_HISTORY_UPCOMING=1]",
+    )
     _task_filter(history, "HISTORY", "runs of the task named")
     option(
         history,
@@ -427,7 +436,10 @@ def build_parser(version: str) -> argparse.ArgumentParser:
     )
     _bench_options(_command(sub, "bench", "measure throughput and lateness with real nodes"))
     dashboard = _command(
-        sub, "dashboard", "serve a read-only web dashboard of the cluster", json=False
+        sub,
+        "dashboard",
+        "serve a web dashboard of the cluster: read-only, or with actions behind a login",
+        json=False,
     )
     option(
         dashboard,
@@ -446,5 +458,36 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         kind=non_negative_int,
         metavar="SECONDS",
         help="pages reload themselves this often; 0: never",
+    )
+    option(
+        dashboard,
+        "--token-file",
+        env="DASHBOARD_TOKEN_FILE",
+        metavar="FILE",
+        help="turn the actions on: a file holding the login token (16 characters or more)",
+    )
+    option(
+        dashboard,
+        "--users-file",
+        env="DASHBOARD_USERS_FILE",
+        metavar="FILE",
+        help="turn the actions on: lines NAME:HASH (python -m easyjob.web.auth makes a HASH)",
+    )
+    option(
+        dashboard,
+        "--session",
+        env="DASHBOARD_SESSION",
+        default="1800",
+        kind=positive_int,
+        metavar="SECONDS",
+        help="a login lasts this long (at least 60)",
+    )
+    option(
+        dashboard,
+        "--secret",
+        env="DASHBOARD_SECRET",
+        metavar="TEXT",
+        help="signs the session cookies; default random per process (give every dashboard "
+        "process behind one address the same)",
     )
     return parser

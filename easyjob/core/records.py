@@ -487,6 +487,8 @@ class HistoryRow:
     shard: int = 0
     shards: int = 1
     target_node: str | None = None
+    #: the arguments a trigger passed (None for other runs)
+    kwargs: dict[str, Any] | None = None
 
 
 def _schedule_key(row: Candidate | Run) -> tuple[Any, ...]:

@@ -18,7 +18,7 @@ from easyjob.core.config import NodeConfig
 from easyjob.core.records import HeldRun, TaskSpec
 from easyjob.core.states import NodeStatus
 from easyjob.core.strategies import load_strategy
-from easyjob.errors import EasyJobError
+from easyjob.errors import ConfigError, EasyJobError
 from easyjob.events import Hook
 from easyjob.logs import ContextLogger
 from easyjob.node.dispatcher import Dispatcher
@@ -30,8 +30,9 @@ from easyjob.node.membership import Membership
 from easyjob.node.planner import Planner
 from easyjob.node.pruner import Pruner
 from easyjob.node.recovery import Recoverer, report
-from easyjob.observe.endpoint import NodeEndpoint, Probe
+from easyjob.observe.endpoint import NodeEndpoint, Probe, endpoint_app
 from easyjob.observe.metrics import NO_METRICS, Gauges, Metrics, NodeMetrics
+from easyjob.observe.wsgi import WSGIApp
 from easyjob.registry import Registry, default_registry
 from easyjob.store.contract import Store
 
@@ -54,6 +55,11 @@ class Node:
     *listeners* are hooks called with every :class:`~easyjob.events.RunEvent` (success,
     final failure, missed, recovered runs) on the node's event thread; see
     ``docs/events.md``.
+
+    *http* (``(host, port)``) serves the node's ``/metrics``, ``/healthz`` and ``/readyz``
+    on a server of its own; with *metrics* True (implied by *http*) the node keeps its
+    metrics and :meth:`wsgi_app` gives the same endpoints as a WSGI application to mount
+    in an application's own web server (``docs/embedding.md``, ``docs/monitoring.md``).
     """
 
     def __init__(
@@ -66,6 +72,7 @@ class Node:
         pool: Executor | None = None,
         http: tuple[str, int] | None = None,
         listeners: Sequence[Hook] = (),
+        metrics: bool = False,
     ) -> None:
         for hook in listeners:
             if not callable(hook):
@@ -94,7 +101,8 @@ class Node:
         self._stop_requested = threading.Event()
         self._threads_started = False
         self._started_at = self.clock.monotonic()
-        self.metrics: Metrics = NodeMetrics(self.config.node_id) if http else NO_METRICS
+        measured = http is not None or metrics
+        self.metrics: Metrics = NodeMetrics(self.config.node_id) if measured else NO_METRICS
         self._endpoint: NodeEndpoint | None = None
 
     def __enter__(self) -> Node:
@@ -239,6 +247,7 @@ class Node:
             hooks=self.hooks,
         )
         self.metrics.watch(self._gauges(), self.store.counters)
+        self.metrics.declare(spec.name for spec in specs)
         self.pruner = Pruner(self.store, self.config, self.membership, self.log)
         self.heartbeat.register()
         rows = self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
@@ -302,6 +311,16 @@ class Node:
             heartbeat_age_s=self.liveness.heartbeat_age,
             clock_offset_s=lambda: self.liveness.offset.total_seconds(),
         )
+
+    def wsgi_app(self) -> WSGIApp:
+        """``/metrics``, ``/healthz`` and ``/readyz`` of this node as a WSGI application
+        (paths relative to where it is mounted). Needs ``Node(metrics=True)`` or *http*."""
+        if not isinstance(self.metrics, NodeMetrics):
+            raise ConfigError(
+                "this node keeps no metrics: create it with Node(..., metrics=True) (or http=) "
+                "to mount its endpoint"
+            )
+        return endpoint_app(self.metrics, self._probe())
 
     def _probe(self) -> Probe:
         def threads() -> dict[str, bool]:

@@ -5,7 +5,8 @@
 together: ``store.tasks`` (registration, due polling, schedule advances), ``store.runs``
 (claims and every later, version-checked transition), ``store.nodes`` (heartbeats, liveness
 in database time), ``store.history``, ``store.views`` (the dashboard's reads),
-``store.summary`` (``easyjob status``) and ``store.bench`` (``easyjob bench``).
+``store.summary`` (``easyjob status``), ``store.bench`` (``easyjob bench``) and
+``store.audit`` (the operators' actions).
 
 Outside this package, code imports only this module and :mod:`easyjob.store.contract`.
 """
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from easyjob.errors import SchemaMissingError
 from easyjob.store import contract
+from easyjob.store.audit import AuditStore
 from easyjob.store.bench import BenchStore
 from easyjob.store.database import Database
 from easyjob.store.engine import dialect_of, normalize_url, safe_url
@@ -59,6 +61,7 @@ class Store:
         self.views = ViewStore(db)
         self.summary = SummaryStore(db)
         self.bench = BenchStore(db)
+        self.audit = AuditStore(db)
 
     @classmethod
     def open(cls, url: str, *, create: bool = False, **options: Any) -> Store:

@@ -64,7 +64,9 @@ from easyjob.core.records import (
 from easyjob.core.states import Misfire, NodeStatus, Overlap, RunStatus, TaskStatus
 from easyjob.core.store_values import (
     BLOCKED,
+    DB_ERROR_KINDS,
     Activity,
+    AuditEntry,
     Backlog,
     Blocked,
     Bucket,
@@ -79,7 +81,10 @@ from easyjob.core.store_values import (
 
 __all__ = [
     "BLOCKED",
+    "DB_ERROR_KINDS",
     "Activity",
+    "AuditEntry",
+    "AuditStore",
     "Backlog",
     "BenchStore",
     "Blocked",
@@ -409,9 +414,11 @@ class HistoryStore(Protocol):
         limit: int = 100,
         ids: list[int] | None = None,
         since: datetime | None = None,
+        started: bool | None = None,
     ) -> list[HistoryRow]:
         """At most *limit* runs, newest fire first, filtered as given (*task* may be a
-        pattern, see :func:`is_pattern`)."""
+        pattern, see :func:`is_pattern`). *started* True: only runs that started or ended;
+        False: only the planned ones (neither), soonest fire first."""
         ...
 
     def prune(
@@ -468,6 +475,10 @@ class ViewStore(Protocol):
         (PENDING or CLAIMED); tasks with none are absent."""
         ...
 
+    def takeovers(self, run_ids: Sequence[int]) -> dict[int, tuple[int, str | None]]:
+        """By id of *run_ids*, the next attempt of the same fire: its id and its node."""
+        ...
+
     def activity(self, window: timedelta, buckets: int = 60) -> Activity:
         """Runs ended in the last *window* (database time), in *buckets* equal buckets."""
         ...
@@ -516,6 +527,28 @@ class BenchStore(Protocol):
         ...
 
 
+class AuditStore(Protocol):
+    """The operators' audit log: each dashboard action, who took it, when, and its result."""
+
+    def record(
+        self,
+        *,
+        actor: str,
+        action: str,
+        target: str | None,
+        result: str,
+        message: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+        remote: str | None = None,
+    ) -> int:
+        """Append one entry at the database's time; returns its id."""
+        ...
+
+    def entries(self, *, limit: int = 200) -> list[AuditEntry]:
+        """The newest *limit* entries, newest first."""
+        ...
+
+
 class Store(Protocol):
     """One database seen through its statement groups; what the node layer, the CLI, the
     dashboard and the bench are given."""
@@ -543,6 +576,9 @@ class Store(Protocol):
 
     @property
     def bench(self) -> BenchStore: ...
+
+    @property
+    def audit(self) -> AuditStore: ...
 
     @property
     def url(self) -> str:

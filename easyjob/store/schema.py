@@ -23,6 +23,7 @@ from easyjob.store import dialects
 __all__ = [
     "SCHEMA_VERSION",
     "UTCDateTime",
+    "audit_table",
     "catalog_table",
     "meta_table",
     "metadata",
@@ -206,5 +207,29 @@ task_detail_table = sa.Table(
     sa.Index("ix_easy_job_task_detail_task_fire", "task_id", "fire_time"),
     sa.Index("ix_easy_job_task_detail_end", "end_time"),
     comment="One row per attempt of a fire (the run history); claimed by version-checked UPDATEs.",
+    sqlite_autoincrement=True,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# NEW TABLE (branch "operators", issue 26) -- it needs a schema version and a migration.
+# SCHEMA_VERSION above is deliberately not bumped for it: the version number and the Alembic
+# migration are assigned when this block is merged. Existing tables are not changed.
+# ---------------------------------------------------------------------------------------------
+
+audit_table = sa.Table(
+    "easy_job_audit",
+    metadata,
+    sa.Column("id", Id, primary_key=True, autoincrement=True),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.Column("actor", sa.String(255), nullable=False),
+    sa.Column("action", sa.String(32), nullable=False),
+    sa.Column("target", sa.String(255)),
+    sa.Column("detail", sa.JSON(none_as_null=True)),
+    sa.Column("result", sa.String(16), nullable=False),
+    sa.Column("message", sa.Text),
+    sa.Column("remote", sa.String(64)),
+    sa.Index("ix_easy_job_audit_at", "at"),
+    comment="One row per operator action from the dashboard: who, what, when, and its result.",
     sqlite_autoincrement=True,
 )

@@ -13,7 +13,7 @@ import asyncio
 import os
 import time
 
-from easyjob import TaskContext, scheduled
+from easyjob import TaskContext, runnable, scheduled
 from tests.cluster.recording import record
 
 
@@ -118,6 +118,15 @@ if os.environ.get("EASYJOB_TEST_WEB"):
     @scheduled("* * * * * *", name="always_fails")
     def always_fails(ctx: TaskContext) -> None:
         raise ValueError("no luck <img src=x onerror=alert(1)>")
+
+    # the dashboard's actions (tests/web/test_browser_actions.py)
+    @scheduled("0 0 1 1 *", name="greet", accepts=("who",))
+    def greet(ctx: TaskContext, who: str = "nobody") -> None:
+        record(ctx, who)
+
+    @runnable
+    def web_report(ctx: TaskContext) -> None:
+        record(ctx)
 
 
 @scheduled("0 0 1 1 *", name="hang", timeout=1)
