@@ -21,6 +21,7 @@ from easyjob.clock import utc
 from easyjob.store import dialects
 
 __all__ = [
+    "COMPATIBLE_FROM_VERSION",
     "SCHEMA_VERSION",
     "UTCDateTime",
     "meta_table",
@@ -30,8 +31,12 @@ __all__ = [
     "task_table",
 ]
 
-#: Bumped whenever a table, column or index changes; checked by every node at start.
+#: Bumped whenever a table, column or index changes, with a migration that makes it
+#: (:mod:`easyjob.store.migrations`); checked by every node at start.
 SCHEMA_VERSION = 4
+#: The oldest code version that may run on tables of this version (:mod:`easyjob.store.compat`):
+#: SCHEMA_VERSION after a change that older code cannot live with, else unchanged.
+COMPATIBLE_FROM_VERSION = 4
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
