@@ -20,7 +20,7 @@ from easyjob.cli import control, views
 from easyjob.cli.output import Column, dumps, duration, iso, table
 from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
 from easyjob.errors import ConfigError
-from easyjob.store import Store, render_ddl
+from easyjob.store import Store, render_ddl, render_upgrade, upgrade_schema
 from easyjob.store.contract import is_pattern
 
 __all__ = ["COMMANDS"]
@@ -86,8 +86,20 @@ def init_db(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def upgrade_db(args: argparse.Namespace) -> int:
+    before, after = upgrade_schema(args.db)
+    if before == after:
+        _out(f"easyjob tables are schema version {after} already: nothing to upgrade")
+    else:
+        _out(f"easyjob tables upgraded from schema version {before} to {after}")
+    return EXIT_OK
+
+
 def sql(args: argparse.Namespace) -> int:
-    sys.stdout.write(render_ddl(args.dialect))
+    if args.upgrade_from is not None:
+        sys.stdout.write(render_upgrade(args.dialect, args.upgrade_from))
+    else:
+        sys.stdout.write(render_ddl(args.dialect))
     return EXIT_OK
 
 
@@ -370,6 +382,7 @@ def _server(url: str) -> str:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "init-db": init_db,
+    "upgrade-db": upgrade_db,
     "sql": sql,
     "status": status,
     "tasks": tasks,

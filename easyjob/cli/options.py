@@ -310,8 +310,23 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         _command(sub, "run", "run a node with the tasks of the given job modules", json=False)
     )
     _command(sub, "init-db", "create the easyjob tables (idempotent)", json=False)
+    _command(
+        sub,
+        "upgrade-db",
+        "upgrade the easyjob tables in place to this release's schema, keeping every row",
+        json=False,
+    )
     sql = _command(sub, "sql", "print the DDL of the easyjob tables", db=False)
     option(sql, "--dialect", env="DIALECT", default="sqlite", help="sqlite, postgresql or mysql")
+    option(
+        sql,
+        "--upgrade-from",
+        env="SQL_UPGRADE_FROM",
+        kind=positive_int,
+        metavar="VERSION",
+        help="print instead the SQL that upgrades tables of this schema version (the "
+        "schema_version row of easy_job_meta) to this release's, for a DBA",
+    )
 
     status = _command(sub, "status", "a summary: counts, live nodes, late and failing tasks")
     option(

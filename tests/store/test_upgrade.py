@@ -165,9 +165,7 @@ def test_a_fresh_database_is_stamped_and_needs_no_upgrade(db_url: str, engine: A
     assert _upgrade(db_url) == (SCHEMA_VERSION, SCHEMA_VERSION)
 
 
-def test_a_database_of_the_release_before_migrations_is_stamped(
-    db_url: str, engine: Any
-) -> None:
+def test_a_database_of_the_release_before_migrations_is_stamped(db_url: str, engine: Any) -> None:
     """Release 4 made no stamp and no compatible_from row: a node of this code adds both."""
     Store.open(db_url, create=True, retry=FAST_RETRY).close()
     with engine.begin() as conn:
@@ -237,4 +235,3 @@ def test_two_processes_upgrading_at_once_take_turns(db_url: str, engine: Any) ->
     after = read_all(engine, shape, {"success_count": SUCCESS_COUNT})
     assert after.pop("easy_job_task") == before.pop("easy_job_task")
     assert after["easy_job_task_detail"] == before["easy_job_task_detail"]
-

@@ -15,6 +15,7 @@ as SQL for a DBA (Alembic's offline mode).
 from __future__ import annotations
 
 import io
+import logging
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -30,9 +31,18 @@ from easyjob.store import compat
 from easyjob.store.migrations.steps import VERSION_TABLE
 from easyjob.store.schema import SCHEMA_VERSION, meta_table
 
-__all__ = ["VERSION_TABLE", "read_versions", "revisions", "stamp_head", "upgrade", "upgrade_sql"]
+__all__ = [
+    "VERSION_TABLE",
+    "read_versions",
+    "revisions",
+    "stamp_head",
+    "upgrade",
+    "upgrade_sql",
+    "version_table_def",
+]
 
 _HERE = Path(__file__).parent
+log = logging.getLogger("easyjob.store")
 
 
 def _config() -> Config:
@@ -51,7 +61,10 @@ def revisions() -> dict[int, str]:
 
 def read_versions(conn: sa.Connection) -> tuple[str | None, str | None]:
     """``schema_version`` and ``compatible_from`` as the meta rows hold them (None: absent)."""
-    rows = {name: value for name, value in conn.execute(sa.select(meta_table.c.name, meta_table.c.value))}
+    rows = {
+        name: value
+        for name, value in conn.execute(sa.select(meta_table.c.name, meta_table.c.value))
+    }
     return rows.get(compat.SCHEMA_VERSION_ROW), rows.get(compat.COMPATIBLE_FROM)
 
 
@@ -82,6 +95,12 @@ def upgrade(conn: sa.Connection, url: str) -> tuple[int, int]:
             f"the easyjob tables in {url!r} are schema version {found!r}, which no release of "
             f"easyjob made: upgrade them by hand to one of {sorted(revisions())}"
         )
+    log.info(
+        "upgrading the easyjob tables in %s from schema version %d to %d",
+        url,
+        before,
+        SCHEMA_VERSION,
+    )
     _online(conn, lambda config: command.stamp(config, revisions()[before], purge=True))
     _online(conn, lambda config: command.upgrade(config, "head"))
     after, _ = read_versions(conn)
@@ -112,7 +131,7 @@ def upgrade_sql(dialect: str, from_version: int) -> str:
             f"{SCHEMA_VERSION} and upgrades from {', '.join(map(str, older))}"
         )
     engine_dialect = DIALECTS[dialect]
-    table = _version_table()
+    table = version_table_def()
     stamp = [
         str(CreateTable(table, if_not_exists=True).compile(dialect=engine_dialect)).strip(),
         f"DELETE FROM {VERSION_TABLE}",
@@ -126,8 +145,7 @@ def upgrade_sql(dialect: str, from_version: int) -> str:
     head = [
         f"-- easyjob: upgrade schema version {from_version} to {SCHEMA_VERSION} on {dialect}.",
         "-- Stop every node first (docs/deployment.md, Upgrading); check that",
-        "-- SELECT value FROM easy_job_meta WHERE name = 'schema_version' shows "
-        f"'{from_version}'.",
+        f"-- SELECT value FROM easy_job_meta WHERE name = 'schema_version' shows '{from_version}'.",
         "",
         *(statement + ";" for statement in stamp),
         "",
@@ -135,8 +153,8 @@ def upgrade_sql(dialect: str, from_version: int) -> str:
     return "\n".join(head) + buffer.getvalue()
 
 
-def _version_table() -> sa.Table:
-    """Alembic's version table as Alembic creates it, for the offline stamp."""
+def version_table_def() -> sa.Table:
+    """Alembic's version table as Alembic creates it, for SQL written ahead (``easyjob sql``)."""
     return sa.Table(
         VERSION_TABLE,
         sa.MetaData(),
