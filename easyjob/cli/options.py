@@ -291,6 +291,21 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         help="serve /metrics, /healthz and /readyz here (a bare PORT binds 127.0.0.1); "
         "off by default",
     )
+    _schema_wait(run, "with --http: ")
+
+
+def _schema_wait(parser: argparse.ArgumentParser, when: str) -> None:
+    option(
+        parser,
+        "--schema-wait",
+        env="SCHEMA_WAIT",
+        default="5m",
+        kind=parse_duration,
+        metavar="DURATION",
+        help=f"{when}at start, wait this long for the database, its easyjob tables and an "
+        "`easyjob upgrade-db` (answering /healthz 200, /readyz 503), then exit 3; 0s: do not "
+        "wait",
+    )
 
 
 def build_parser(version: str) -> argparse.ArgumentParser:
@@ -462,4 +477,5 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="pages reload themselves this often; 0: never",
     )
+    _schema_wait(dashboard, "")
     return parser

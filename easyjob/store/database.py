@@ -18,12 +18,12 @@ from easyjob.errors import (
     SchemaMissingError,
 )
 from easyjob.store import migrations
-from easyjob.store.compat import COMPATIBLE_FROM, SCHEMA_VERSION_ROW, judge
+from easyjob.store.compat import SCHEMA_VERSION_ROW, judge
 from easyjob.store.dialects import Dialect, dialect_for
 from easyjob.store.engine import READONLY, create_engine, db_now, safe_url
 from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions, per_id, per_key, status_is
 from easyjob.store.retry import RetryPolicy, error_kind, first_line
-from easyjob.store.schema import COMPATIBLE_FROM_VERSION, SCHEMA_VERSION, meta_table, metadata
+from easyjob.store.schema import SCHEMA_VERSION, meta_table, metadata
 
 __all__ = ["PRIMARY_KEY_HINT", "Database", "at_versions", "per_id", "per_key", "status_is"]
 
@@ -287,25 +287,22 @@ class Database:
         Safe when any number of processes do it at once on an empty database: creators take
         turns through a lock of the database's own (:meth:`Dialect.schema_lock
         <easyjob.store.dialects.base.Dialect.schema_lock>`), and each looks for the tables
-        only once it holds it. Tables of another version are left as they are (and refused
-        by the check that follows)."""
+        only once it holds it. Tables of another version are left as they are, no table of
+        this version added beside them (the check that follows refuses them)."""
 
         def create(conn: sa.Connection) -> None:
             with self.backend.schema_lock(conn):
-                metadata.create_all(conn, checkfirst=True)
-                found, _ = migrations.read_versions(conn)
-                if found is None:
+                found = None
+                if sa.inspect(conn).has_table(meta_table.name):
+                    found, _ = migrations.read_versions(conn)
+                if found is None:  # no tables yet, or a creation cut short (MySQL)
+                    metadata.create_all(conn, checkfirst=True)
                     conn.execute(
-                        meta_table.insert(),
-                        [
-                            {"name": SCHEMA_VERSION_ROW, "value": str(SCHEMA_VERSION)},
-                            {"name": COMPATIBLE_FROM, "value": str(COMPATIBLE_FROM_VERSION)},
-                        ],
+                        meta_table.insert().values(
+                            name=SCHEMA_VERSION_ROW, value=str(SCHEMA_VERSION)
+                        )
                     )
-                if found in (None, str(SCHEMA_VERSION)) and not sa.inspect(conn).has_table(
-                    migrations.VERSION_TABLE
-                ):
-                    migrations.stamp_head(conn)
+                migrations.complete_bookkeeping(conn)
 
         self.write("create_schema", create)
         self.check_schema()

@@ -59,11 +59,15 @@ def test_every_version_has_a_revision_and_the_head_is_this_code() -> None:
 
 @pytest.mark.parametrize("version", OLD_VERSIONS)
 def test_an_old_database_is_refused_until_upgraded(db_url: str, engine: Any, version: int) -> None:
-    _old_database(engine, version)
+    shape = _old_database(engine, version)
     with pytest.raises(SchemaOutdatedError, match="run `easyjob upgrade-db`"):
         Store.open(db_url, retry=FAST_RETRY)
     with pytest.raises(SchemaOutdatedError, match=f"schema version '{version}'"):
         Store.open(db_url, create=True, retry=FAST_RETRY)
+    # a node's create left the old tables as they were, and added none beside them
+    assert columns(engine) == shape
+    with engine.connect() as conn:
+        assert sorted(sa.inspect(conn).get_table_names()) == sorted(TABLES)
 
 
 @pytest.mark.parametrize("version", OLD_VERSIONS)

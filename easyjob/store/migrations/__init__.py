@@ -29,10 +29,11 @@ from sqlalchemy.schema import CreateTable
 from easyjob.errors import ConfigError, SchemaMissingError, SchemaOutdatedError
 from easyjob.store import compat
 from easyjob.store.migrations.steps import VERSION_TABLE
-from easyjob.store.schema import SCHEMA_VERSION, meta_table
+from easyjob.store.schema import COMPATIBLE_FROM_VERSION, SCHEMA_VERSION, meta_table
 
 __all__ = [
     "VERSION_TABLE",
+    "complete_bookkeeping",
     "read_versions",
     "revisions",
     "stamp_head",
@@ -73,6 +74,22 @@ def stamp_head(conn: sa.Connection) -> None:
     _online(conn, lambda config: command.stamp(config, "head", purge=True))
 
 
+def complete_bookkeeping(conn: sa.Connection) -> None:
+    """On tables of this code's version, add what a release before migrations did not
+    write: the ``compatible_from`` row and Alembic's stamp. Anything else is left alone."""
+    found, compatible_from = read_versions(conn)
+    if found != str(SCHEMA_VERSION):
+        return
+    if compatible_from is None:
+        conn.execute(
+            meta_table.insert().values(
+                name=compat.COMPATIBLE_FROM, value=str(COMPATIBLE_FROM_VERSION)
+            )
+        )
+    if not sa.inspect(conn).has_table(VERSION_TABLE):
+        stamp_head(conn)
+
+
 def upgrade(conn: sa.Connection, url: str) -> tuple[int, int]:
     """Upgrade the tables behind *conn* (inside its transaction, under the schema lock the
     caller holds) to this code's version; returns the versions before and after. A database
@@ -87,6 +104,7 @@ def upgrade(conn: sa.Connection, url: str) -> tuple[int, int]:
     except SchemaOutdatedError:
         pass
     else:
+        complete_bookkeeping(conn)
         version = int(found or 0)
         return version, version
     before = int(found or 0)
