@@ -95,9 +95,9 @@ def test_the_dashboard_waits_for_the_tables_then_serves(db_url: str, tmp_path: P
 def test_the_wait_is_bounded_by_schema_wait(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path}/none.db"
     started = time.monotonic()
+    argv = ["dashboard", "--db", db, "--http", "127.0.0.1:0", "--schema-wait", "2s"]
     done = subprocess.run(
-        [sys.executable, "-m", "easyjob", "dashboard", "--db", db, "--http", "127.0.0.1:0"]
-        + ["--schema-wait", "2s"],
+        [sys.executable, "-m", "easyjob", *argv],
         capture_output=True,
         text=True,
         timeout=60,
