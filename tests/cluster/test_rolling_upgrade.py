@@ -1,0 +1,184 @@
+"""The rolling-upgrade rule (docs/deployment.md, Upgrading) with real node processes of two
+releases on one database: nodes of the previous release keep running through ``easyjob
+upgrade-db`` and beside the new release's nodes, every fire once; and a node accepts a newer
+schema whose ``compatible_from`` allows it, and refuses one that does not.
+
+The previous release is an export of :data:`PREVIOUS_RELEASE` from git, run with its own
+``PYTHONPATH``: bump it to the last commit of the release before a schema change
+(docs/architecture.md, Changing the schema).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from easyjob.core.states import RunStatus
+from easyjob.store import Store
+from tests.cluster.harness import FAST, JOBS, NodeProcess, duplicates, wait_until
+from tests.cluster.test_cluster import expected_fires
+
+pytestmark = pytest.mark.cluster
+
+#: main before schema migrations: schema version 4, no compatible_from row, no Alembic stamp.
+PREVIOUS_RELEASE = "58a1ac0"
+ROOT = Path(__file__).resolve().parents[2]
+TICKS = 5
+WINDOW_S = 8
+
+
+@pytest.fixture(scope="module")
+def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The previous release's ``easyjob`` package, exported from git."""
+    out = tmp_path_factory.mktemp("previous-release")
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", PREVIOUS_RELEASE, "easyjob"],
+        capture_output=True,
+        check=True,
+    )
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out
+
+
+def _env(tmp_path: Path, code: Path | None) -> dict[str, str]:
+    """Node environment; *code* first on the path runs that release's easyjob."""
+    path = [str(code)] if code is not None else []
+    return {
+        **os.environ,
+        "EASYJOB_TEST_LEDGER": str(tmp_path / "ledger.txt"),
+        "EASYJOB_TEST_TICKS": str(TICKS),
+        "PYTHONPATH": os.pathsep.join([*path, str(ROOT)]),
+    }
+
+
+def _easyjob(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "easyjob", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _node(node_id: str, db_url: str, env: dict[str, str], tmp_path: Path) -> NodeProcess:
+    argv = [sys.executable, "-m", "easyjob", "run", JOBS, "--db", db_url, "--node-id", node_id]
+    for key, value in FAST.items():
+        argv += [f"--{key}", value]
+    return NodeProcess(node_id, argv, env, tmp_path / f"{node_id}.log")
+
+
+def _ledger(tmp_path: Path) -> list[tuple[str, str, str]]:
+    path = tmp_path / "ledger.txt"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [(task, fire, node) for task, fire, node, *_ in (line.split(" ") for line in lines)]
+
+
+def _every_fire_once(store: Store, nodes: list[NodeProcess], tmp_path: Path) -> dict[str, int]:
+    """Wait for every tick fire of a window to succeed, stop the nodes, check that each ran
+    once; returns the fires in the window each node ran."""
+    wait_until("the nodes to run fires", lambda: _ledger(tmp_path), 60)
+    start = store.now().replace(microsecond=0) + timedelta(seconds=2)
+    end = start + timedelta(seconds=WINDOW_S - 1)
+    window = {(f"tick-{i}", f) for i in range(TICKS) for f in expected_fires(start, end)}
+
+    def done() -> bool:
+        for node in nodes:
+            assert node.alive, f"{node.node_id} exited:\n{node.log()[-3000:]}"
+        runs = store.history.runs(status=RunStatus.SUCCESS, limit=1_000_000)
+        return window <= {(r.task_name, r.fire_time) for r in runs}
+
+    wait_until("every fire in the window to succeed", done, WINDOW_S + 60)
+    for node in nodes:
+        node.signal(15)
+    for node in nodes:
+        assert node.wait(60) == 0, node.log()[-3000:]
+        assert "Traceback" not in node.log(), node.log()[-3000:]
+    ledger = _ledger(tmp_path)
+    assert duplicates([(task, fire) for task, fire, _ in ledger]) == {}
+    shown = {(t, f.isoformat()): t for t, f in window}
+    ran = [node for task, fire, node in ledger if (task, fire) in shown]
+    assert len(ran) == len(window)
+    return {node.node_id: ran.count(node.node_id) for node in nodes}
+
+
+def test_previous_release_nodes_keep_running_through_upgrade_db(
+    db_url: str, tmp_path: Path, previous_release: Path
+) -> None:
+    old_env, new_env = _env(tmp_path, previous_release), _env(tmp_path, None)
+    made = _easyjob(old_env, "init-db", "--db", db_url)
+    assert made.returncode == 0, made.stderr
+    old = _node("old-1", db_url, old_env, tmp_path)
+    nodes = [old]
+    store = Store.open(db_url)  # reads only: the previous release's tables stay as it made them
+    try:
+        wait_until("the old node to run fires", lambda: _ledger(tmp_path), 60)
+        upgraded = _easyjob(new_env, "upgrade-db", "--db", db_url)  # while the old node runs
+        assert upgraded.returncode == 0, upgraded.stderr
+        assert (
+            upgraded.stdout == "easyjob tables are schema version 4 already: nothing to upgrade\n"
+        )
+        nodes.append(_node("new-1", db_url, new_env, tmp_path))
+        ran = _every_fire_once(store, nodes, tmp_path)
+        assert ran["old-1"] > 0 and ran["new-1"] > 0, ran
+        with store.db.engine.connect() as conn:
+            meta = dict(conn.execute(sa.text("SELECT name, value FROM easy_job_meta")).all())
+        assert meta == {"schema_version": "4", "compatible_from": "4"}
+    finally:
+        store.close()
+        for node in nodes:
+            node.close()
+
+
+def _newer_schema(db_url: str, compatible_from: int) -> None:
+    """What an additive migration to version 5 does: a new table, a new column with a
+    default, and the meta rows."""
+    store = Store.open(db_url, create=True)
+    try:
+        with store.db.engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE easy_job_future (id INTEGER PRIMARY KEY)")
+            conn.exec_driver_sql(
+                "ALTER TABLE easy_job_task ADD COLUMN future INTEGER DEFAULT 0 NOT NULL"
+            )
+            conn.exec_driver_sql(
+                "UPDATE easy_job_meta SET value = '5' WHERE name = 'schema_version'"
+            )
+            conn.exec_driver_sql(
+                f"UPDATE easy_job_meta SET value = '{compatible_from}' "
+                "WHERE name = 'compatible_from'"
+            )
+    finally:
+        store.close()
+
+
+def test_nodes_run_on_a_newer_compatible_schema(db_url: str, tmp_path: Path) -> None:
+    _newer_schema(db_url, compatible_from=4)
+    env = _env(tmp_path, None)
+    nodes = [_node(f"node-{i}", db_url, env, tmp_path) for i in range(2)]
+    store = Store.open(db_url)
+    try:
+        ran = _every_fire_once(store, nodes, tmp_path)
+        assert sum(ran.values()) == TICKS * WINDOW_S
+        assert "newer than this easyjob's 4 and compatible with it" in nodes[0].log()
+    finally:
+        store.close()
+        for node in nodes:
+            node.close()
+
+
+def test_a_node_refuses_a_newer_schema_it_is_not_compatible_with(
+    db_url: str, tmp_path: Path
+) -> None:
+    _newer_schema(db_url, compatible_from=5)
+    done = _easyjob(_env(tmp_path, None), "run", JOBS, "--db", db_url)
+    assert done.returncode == 3
+    assert done.stderr.splitlines()[-1].endswith(
+        "are schema version '5', this easyjob needs version 4, and version 5 runs only code "
+        "of version 5 or later (its compatible_from): upgrade easyjob on this host"
+    )
