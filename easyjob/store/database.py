@@ -322,6 +322,11 @@ class Database:
             raise SchemaMissingError(
                 f"the easyjob tables are missing in {self.url!r}: run `easyjob init-db`"
             )
+        if version is None:  # MySQL commits each CREATE TABLE: a creator is half way
+            raise SchemaMissingError(
+                f"the easyjob tables in {self.url!r} have no schema_version yet (being created, "
+                "or a creation was cut short): run `easyjob init-db`"
+            )
         if not judge(self.url, version, compatible_from, SCHEMA_VERSION):
             log.info(
                 "the easyjob tables are schema version %s, newer than this easyjob's %d and "

@@ -109,7 +109,7 @@ def test_bad_database_url_is_exit_2(cli: Cli, url: str, message: str) -> None:
         (
             "mysql://easyjob:secret@127.0.0.1/app",
             "pymysql",
-            "the MySQL/MariaDB driver PyMySQL is not installed: pip install PyMySQL",
+            "the MySQL/MariaDB driver PyMySQL is not installed: pip install 'easyjob[mysql]'",
         ),
     ],
 )

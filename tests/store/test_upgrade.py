@@ -239,3 +239,18 @@ def test_two_processes_upgrading_at_once_take_turns(db_url: str, engine: Any) ->
     after = read_all(engine, shape, {"success_count": SUCCESS_COUNT})
     assert after.pop("easy_job_task") == before.pop("easy_job_task")
     assert after["easy_job_task_detail"] == before["easy_job_task_detail"]
+
+
+def test_tables_without_a_version_row_are_missing_not_another_version(
+    db_url: str, engine: Any
+) -> None:
+    """What a reader sees while a MySQL creator is half way (each CREATE TABLE commits): it
+    is waited for (easyjob.cli.waiting), not refused as another version."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE easy_job_meta (name VARCHAR(64) PRIMARY KEY, value VARCHAR(255))"
+        )
+    with pytest.raises(SchemaMissingError, match="have no schema_version yet"):
+        Store.open(db_url, retry=FAST_RETRY)
+    Store.open(db_url, create=True, retry=FAST_RETRY).close()  # a creator completes them
+    Store.open(db_url, retry=FAST_RETRY).close()
