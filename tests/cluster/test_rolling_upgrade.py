@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from easyjob.core.states import RunStatus
 from easyjob.store import Store
+from easyjob.store.schema import COMPATIBLE_FROM_VERSION, SCHEMA_VERSION
 from tests.cluster.harness import FAST, JOBS, NodeProcess, duplicates, wait_until
 from tests.cluster.test_cluster import expected_fires
 
@@ -108,31 +109,58 @@ def _every_fire_once(store: Store, nodes: list[NodeProcess], tmp_path: Path) -> 
     return {node.node_id: ran.count(node.node_id) for node in nodes}
 
 
-def test_previous_release_nodes_keep_running_through_upgrade_db(
+def _version_of(package: Path) -> int:
+    """The schema version a release's code declares (its easyjob/store/schema.py)."""
+    text = (package / "easyjob/store/schema.py").read_text()
+    (line,) = [x for x in text.splitlines() if x.startswith("SCHEMA_VERSION = ")]
+    return int(line.split("=")[1])
+
+
+def test_previous_release_nodes_through_upgrade_db(
     db_url: str, tmp_path: Path, previous_release: Path
 ) -> None:
+    """Additive migrations (COMPATIBLE_FROM_VERSION at most the previous release's version):
+    its nodes keep running through upgrade-db and beside the new release's, every fire once.
+    Otherwise: a short stop, and a previous-release node refuses the upgraded tables."""
+    previous = _version_of(previous_release)
     old_env, new_env = _env(tmp_path, previous_release), _env(tmp_path, None)
     made = _easyjob(old_env, "init-db", "--db", db_url)
     assert made.returncode == 0, made.stderr
     old = _node("old-1", db_url, old_env, tmp_path)
-    nodes = [old]
-    store = Store.open(db_url)  # reads only: the previous release's tables stay as it made them
+    nodes, started = [old], [old]
     try:
         wait_until("the old node to run fires", lambda: _ledger(tmp_path), 60)
+        if previous < COMPATIBLE_FROM_VERSION:
+            nodes.remove(old)
+            old.signal(15)
+            assert old.wait(60) == 0
         upgraded = _easyjob(new_env, "upgrade-db", "--db", db_url)  # while the old node runs
         assert upgraded.returncode == 0, upgraded.stderr
-        assert (
-            upgraded.stdout == "easyjob tables are schema version 4 already: nothing to upgrade\n"
+        assert upgraded.stdout == (
+            f"easyjob tables are schema version {SCHEMA_VERSION} already: nothing to upgrade\n"
+            if previous == SCHEMA_VERSION
+            else f"easyjob tables upgraded from schema version {previous} to {SCHEMA_VERSION}\n"
         )
-        nodes.append(_node("new-1", db_url, new_env, tmp_path))
-        ran = _every_fire_once(store, nodes, tmp_path)
-        assert ran["old-1"] > 0 and ran["new-1"] > 0, ran
-        with store.db.engine.connect() as conn:
-            meta = dict(conn.execute(sa.text("SELECT name, value FROM easy_job_meta")).all())
-        assert meta == {"schema_version": "4", "compatible_from": "4"}
+        store = Store.open(db_url)
+        try:
+            with store.db.engine.connect() as conn:
+                meta = dict(conn.execute(sa.text("SELECT name, value FROM easy_job_meta")).all())
+            assert meta == {
+                "schema_version": str(SCHEMA_VERSION),
+                "compatible_from": str(COMPATIBLE_FROM_VERSION),
+            }
+            if previous < COMPATIBLE_FROM_VERSION:
+                refused = _easyjob(old_env, "run", JOBS, "--db", db_url)
+                assert refused.returncode == 3, refused.stderr
+                return
+            nodes.append(_node("new-1", db_url, new_env, tmp_path))
+            started.append(nodes[-1])
+            ran = _every_fire_once(store, nodes, tmp_path)
+            assert ran["old-1"] > 0 and ran["new-1"] > 0, ran
+        finally:
+            store.close()
     finally:
-        store.close()
-        for node in nodes:
+        for node in started:
             node.close()
 
 
