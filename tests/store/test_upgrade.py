@@ -28,6 +28,8 @@ from tests.store.upgrade_rows import (
     structure,
 )
 
+#: Releases whose databases are upgraded; 4 (the release before migrations) joins them once
+#: this code's schema is 5 (docs/architecture.md, Changing the schema).
 OLD_VERSIONS = (1, 2, 3)
 _DAY = timedelta(days=1)
 
@@ -179,6 +181,22 @@ def test_a_database_of_the_release_before_migrations_is_stamped(db_url: str, eng
     with engine.connect() as conn:
         stamp = conn.exec_driver_sql(f"SELECT version_num FROM {migrations.VERSION_TABLE}")
         assert stamp.scalars().all() == ["schema_4"]
+
+
+def test_the_release_before_migrations_is_upgraded_in_place(db_url: str, engine: Any) -> None:
+    """Release 4's DDL (no compatible_from row, no stamp) with rows: upgrade-db keeps every
+    row and completes the bookkeeping."""
+    shape = _old_database(engine, 4)
+    before = read_all(engine, shape)
+    assert _upgrade(db_url) == (4, SCHEMA_VERSION)
+    after = read_all(engine, shape)
+    meta = {r["name"]: r["value"] for r in after.pop("easy_job_meta")}
+    assert meta == {"schema_version": str(SCHEMA_VERSION), "compatible_from": "4"}
+    before.pop("easy_job_meta")
+    assert after == before
+    with engine.connect() as conn:
+        stamp = conn.exec_driver_sql(f"SELECT version_num FROM {migrations.VERSION_TABLE}")
+        assert stamp.scalars().all() == [migrations.revisions()[SCHEMA_VERSION]]
 
 
 def test_upgrade_of_nothing_names_init_db(db_url: str) -> None:

@@ -1,6 +1,7 @@
 """Databases of earlier releases for the upgrade tests: each release's DDL (from git history,
-``tests/store/old_schemas/vN_DIALECT.sql``) with rows in every table, and reads of every
-row and column to compare before and after an upgrade."""
+``tests/store/old_schemas/vN_DIALECT.sql``: ``git show COMMIT:sql/DIALECT.sql``, the last
+commit of that release) with rows in every table, and reads of every row and column to
+compare before and after an upgrade."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def _task_id(name: str) -> str:
 def fill(engine: sa.Engine, version: int) -> None:
     """Rows in every table of a database of *version*, using every column it has, with
     values other than the defaults where a column has one."""
-    v2, v3 = version >= 2, version >= 3
+    v2, v3, v4 = version >= 2, version >= 3, version >= 4
     with engine.begin() as conn:
         for node_id, status, stopped in (("n1", "RUNNING", "NULL"), ("n2", "STOPPED", T2)):
             row = {
@@ -91,12 +92,20 @@ def fill(engine: sa.Engine, version: int) -> None:
                 "retry_delay_ms": "250",
                 "timeout_ms": "30000",
                 "kwargs": "'{\"x\": 1}'",
+                # 7 successes in all: the SUCCESS rows below (3, 1, 1) and the pruned ones
                 "success_count": "7",
                 "fail_count": "2",
                 "create_time": T,
                 "update_time": T,
                 "seen_time": T2,
             }
+            if v4:
+                pruned = {"jobs.a": "4"}.get(name, "6")
+                row = {
+                    ("pruned_success_count" if k == "success_count" else k): v
+                    for k, v in row.items()
+                }
+                row["pruned_success_count"] = pruned
             if v3:
                 row |= {
                     "every_ms": "NULL",
