@@ -4,7 +4,6 @@ migrations promise, and the result is the schema a fresh database gets."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +16,7 @@ from easyjob.store import Database, Store, migrations
 from easyjob.store.engine import create_engine
 from easyjob.store.schema import SCHEMA_VERSION
 from tests.conftest import FAST_RETRY
-from tests.store.conftest import every_second, make_pending
+from tests.store.conftest import every_second, make_pending, race_in_processes
 from tests.store.upgrade_rows import (
     SUCCESS_COUNT,
     TABLES,
@@ -229,31 +228,22 @@ def test_a_newer_compatible_schema_is_accepted(db_url: str, engine: Any) -> None
     assert _upgrade(db_url) == (5, 5)  # nothing to do
 
 
+def _upgrade_in_process(db_url: str, name: str, start: Any, out: Any) -> None:
+    db = Database.open(db_url, retry=FAST_RETRY)
+    try:
+        start.wait()
+        before, after = db.upgrade_schema()
+        out.put((name, [before, after]))
+    finally:
+        db.dispose()
+
+
 def test_two_processes_upgrading_at_once_take_turns(db_url: str, engine: Any) -> None:
     shape = _old_database(engine, 1)
     before = read_all(engine, shape)
-    results: list[tuple[int, int]] = []
-    errors: list[BaseException] = []
-    ready = threading.Barrier(2)
-
-    def upgrade() -> None:
-        try:
-            db = Database.open(db_url, retry=FAST_RETRY)
-            try:
-                ready.wait()
-                results.append(db.upgrade_schema())
-            finally:
-                db.dispose()
-        except BaseException as err:
-            errors.append(err)
-
-    threads = [threading.Thread(target=upgrade) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not errors
-    assert sorted(results) == [(1, SCHEMA_VERSION), (SCHEMA_VERSION, SCHEMA_VERSION)]
+    args = [(db_url, "first"), (db_url, "second")]
+    results = race_in_processes(_upgrade_in_process, args, timeout=120)
+    assert sorted(results.values()) == [[1, SCHEMA_VERSION], [SCHEMA_VERSION, SCHEMA_VERSION]]
     after = read_all(engine, shape, {"success_count": SUCCESS_COUNT})
     assert after.pop("easy_job_task") == before.pop("easy_job_task")
     assert after["easy_job_task_detail"] == before["easy_job_task_detail"]
