@@ -11,13 +11,13 @@ import sqlalchemy as sa
 
 from easyjob.core.records import Run
 from easyjob.errors import SchemaVersionError
-from easyjob.store import Store, render_upgrade
-from easyjob.store.engine import create_engine
+from easyjob.store import Store
 from easyjob.store.schema import meta_table, metadata
 from easyjob.store.schema import task_detail_table as d
 from easyjob.store.schema import task_table as t
 from tests.conftest import FAST_RETRY
 from tests.store.conftest import every_second, make_pending
+from tests.store.upgrade_rows import run_printed
 
 DAY = timedelta(days=1)
 
@@ -61,31 +61,6 @@ def _as_version_3(store: Store, counts: dict[str, int]) -> None:
     store.db.write("downgrade", write)
 
 
-def _upgrade(url: str, dialect: str) -> None:
-    """Run what `easyjob sql --upgrade-from 3` prints for *dialect* as an operator would:
-    statement by statement, its own BEGIN and COMMIT included."""
-    printed = render_upgrade(dialect, 3)  # what `easyjob sql` prints (tests/cli test_write)
-    text = "\n".join(x for x in printed.splitlines() if not x.startswith("--"))
-    statements = [s.strip() for s in text.split(";\n") if s.strip()]
-    engine = create_engine(url, pool_size=1)
-    try:
-        with engine.connect() as conn:
-            raw = conn.connection.dbapi_connection
-            assert raw is not None
-            if dialect == "sqlite":
-                raw.isolation_level = None  # the block's own BEGIN and COMMIT
-            elif dialect == "mysql":
-                raw.autocommit(True)  # PyMySQL: a method
-            else:
-                raw.autocommit = True
-            cursor = raw.cursor()
-            for statement in statements:
-                cursor.execute(statement)
-            cursor.close()
-    finally:
-        engine.dispose()
-
-
 def test_the_upgrade_sql_from_version_3_keeps_every_success_count(db_url: str) -> None:
     store = Store.open(db_url, create=True, retry=FAST_RETRY)
     try:
@@ -98,7 +73,7 @@ def test_the_upgrade_sql_from_version_3_keeps_every_success_count(db_url: str) -
     with pytest.raises(SchemaVersionError, match="schema version '3'"):
         Store.open(db_url, retry=FAST_RETRY)
 
-    _upgrade(db_url, dialect)
+    run_printed(db_url, dialect, 3)  # what `easyjob sql --upgrade-from 3` prints
 
     store = Store.open(db_url, retry=FAST_RETRY)  # checks the version
     try:

@@ -24,6 +24,8 @@ from tests.store.upgrade_rows import (
     create_old,
     fill,
     read_all,
+    run_printed,
+    sql_dialect,
     structure,
 )
 
@@ -116,6 +118,31 @@ def _check_new_columns(engine: sa.Engine, version: int) -> None:
     assert {r[4:] for r in runs} == {(0, 1, None)}  # shard 0 of 1, no trigger arguments
     if version == 1:
         assert {r[2:4] for r in runs} == {(0, None)}
+
+
+@pytest.mark.parametrize("version", OLD_VERSIONS)
+def test_the_printed_upgrade_sql_keeps_every_row_and_makes_the_fresh_schema(
+    db_url: str, engine: Any, version: int
+) -> None:
+    """What `easyjob sql --upgrade-from N` prints for a DBA, run as printed."""
+    shape = _old_database(engine, version)
+    before = read_all(engine, shape)
+    run_printed(db_url, sql_dialect(engine), version)
+    after = read_all(engine, shape, {"success_count": SUCCESS_COUNT})
+    assert after.pop("easy_job_meta") == [
+        {"name": "compatible_from", "value": "4"},
+        {"name": "schema_version", "value": str(SCHEMA_VERSION)},
+    ]
+    before.pop("easy_job_meta")
+    assert after == before
+    _check_new_columns(engine, version)
+    Store.open(db_url, retry=FAST_RETRY).close()
+    printed = structure(engine)
+    with engine.begin() as conn:
+        for table in (*TABLES, migrations.VERSION_TABLE):
+            conn.exec_driver_sql(f"DROP TABLE {table}")
+    Store.open(db_url, create=True, retry=FAST_RETRY).close()
+    assert printed == structure(engine)
 
 
 @pytest.mark.parametrize("version", OLD_VERSIONS)

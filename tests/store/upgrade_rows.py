@@ -10,6 +10,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from easyjob.store import render_upgrade
+from easyjob.store.engine import create_engine
+
 OLD_SCHEMAS = Path(__file__).parent / "old_schemas"
 TABLES = ("easy_job_meta", "easy_job_node", "easy_job_task", "easy_job_task_detail")
 _KEYS = {"easy_job_meta": "name", "easy_job_node": "node_id"}
@@ -238,3 +241,28 @@ def structure(engine: sa.Engine) -> dict[str, Any]:
                 ),
             }
     return shape
+
+
+def run_printed(url: str, dialect: str, from_version: int) -> None:
+    """Run what ``easyjob sql --dialect D --upgrade-from N`` prints as a DBA would: statement
+    by statement, its own BEGIN and COMMIT (where it has them) included."""
+    printed = render_upgrade(dialect, from_version)
+    text = "\n".join(x for x in printed.splitlines() if not x.startswith("--"))
+    statements = [s.strip() for s in text.split(";\n") if s.strip()]
+    engine = create_engine(url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            if dialect == "sqlite":
+                raw.isolation_level = None  # the script's own transactions, if any
+            elif dialect == "mysql":
+                raw.autocommit(True)  # PyMySQL: a method
+            else:
+                raw.autocommit = True
+            cursor = raw.cursor()
+            for statement in statements:
+                cursor.execute(statement)
+            cursor.close()
+    finally:
+        engine.dispose()
