@@ -18,7 +18,7 @@ from typing import Any
 
 from easyjob.cli import control, views
 from easyjob.cli.output import Column, dumps, duration, iso, table
-from easyjob.cli.waiting import Switch, wait_for_schema, waiting_app
+from easyjob.cli.waiting import WAITED_FOR, Switch, wait_for_schema, waiting_app
 from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
 from easyjob.errors import ConfigError
 from easyjob.store import Store, render_ddl, render_upgrade, upgrade_schema
@@ -385,12 +385,17 @@ def dashboard(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: stop.set())
     server.start()
     try:
-        store = wait_for_schema(
-            lambda: Store.open(args.db, read_only=True),
-            args.schema_wait.total_seconds(),
-            on_wait=lambda r: reason.__setitem__(0, r),
-            stop=stop,
-        )
+        try:
+            store = wait_for_schema(
+                lambda: Store.open(args.db, read_only=True),
+                args.schema_wait.total_seconds(),
+                on_wait=lambda r: reason.__setitem__(0, r),
+                stop=stop,
+            )
+        except WAITED_FOR:
+            if stop.is_set():  # stopped while waiting: nothing to hand back
+                return EXIT_OK
+            raise
         try:
             app.set(Dashboard(store, refresh_s=args.refresh))
             sys.stderr.write(f"easyjob dashboard of {store.url} on {server.url}\n")

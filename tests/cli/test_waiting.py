@@ -133,3 +133,16 @@ def test_a_node_with_http_waits_for_upgrade_db(db_url: str, tmp_path: Path) -> N
     text = log.read_text()
     assert "run `easyjob upgrade-db`" in text
     assert "serving /metrics, /healthz and /readyz" in text
+
+
+def test_a_waiting_dashboard_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    log = tmp_path / "dashboard.log"
+    db = f"sqlite:///{tmp_path}/none.db"
+    proc = _start(["dashboard", "--db", db, "--http", "127.0.0.1:0"], log)
+    try:
+        port = _port_answering(proc, "/healthz", 200)
+        _waiting_reason(port, "the easyjob tables are missing")
+        assert _stop(proc) == 0
+    finally:
+        proc.kill()
+        proc.wait(10)
