@@ -12,13 +12,27 @@ upgrade-db`` ran; a newer one that is not compatible is refused until the code i
 
 from __future__ import annotations
 
-from easyjob.errors import SchemaOutdatedError, SchemaTooNewError, SchemaVersionError
+import sqlalchemy as sa
 
-__all__ = ["COMPATIBLE_FROM", "SCHEMA_VERSION_ROW", "judge"]
+from easyjob.errors import SchemaOutdatedError, SchemaTooNewError, SchemaVersionError
+from easyjob.store.schema import meta_table
+
+__all__ = ["COMPATIBLE_FROM", "SCHEMA_VERSION_ROW", "VERSION_TABLE", "judge", "read_versions"]
 
 #: The ``easy_job_meta`` rows this rule reads.
 SCHEMA_VERSION_ROW = "schema_version"
 COMPATIBLE_FROM = "compatible_from"
+#: Alembic's bookkeeping table (:mod:`easyjob.store.migrations`); named apart from
+#: ``alembic_version`` so that an application that uses Alembic for its own tables in the
+#: same database keeps its own.
+VERSION_TABLE = "easy_job_alembic_version"
+
+
+def read_versions(conn: sa.Connection) -> tuple[str | None, str | None]:
+    """``schema_version`` and ``compatible_from`` as the meta rows hold them (None: absent)."""
+    rows = conn.execute(sa.select(meta_table.c.name, meta_table.c.value))
+    found = {name: value for name, value in rows}
+    return found.get(SCHEMA_VERSION_ROW), found.get(COMPATIBLE_FROM)
 
 
 def judge(url: str, found: str | None, compatible_from: str | None, code: int) -> bool:

@@ -17,8 +17,7 @@ from easyjob.errors import (
     DatabaseURLError,
     SchemaMissingError,
 )
-from easyjob.store import migrations
-from easyjob.store.compat import SCHEMA_VERSION_ROW, judge
+from easyjob.store.compat import SCHEMA_VERSION_ROW, VERSION_TABLE, judge, read_versions
 from easyjob.store.dialects import Dialect, dialect_for
 from easyjob.store.engine import READONLY, create_engine, db_now, safe_url
 from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions, per_id, per_key, status_is
@@ -292,9 +291,9 @@ class Database:
 
         def create(conn: sa.Connection) -> None:
             with self.backend.schema_lock(conn):
-                found = None
+                found, compatible_from = None, None
                 if sa.inspect(conn).has_table(meta_table.name):
-                    found, _ = migrations.read_versions(conn)
+                    found, compatible_from = read_versions(conn)
                 if found is None:  # no tables yet, or a creation cut short (MySQL)
                     metadata.create_all(conn, checkfirst=True)
                     conn.execute(
@@ -302,7 +301,11 @@ class Database:
                             name=SCHEMA_VERSION_ROW, value=str(SCHEMA_VERSION)
                         )
                     )
-                migrations.complete_bookkeeping(conn)
+                complete = compatible_from is not None and sa.inspect(conn).has_table(VERSION_TABLE)
+                if found in (None, str(SCHEMA_VERSION)) and not complete:
+                    from easyjob.store import migrations  # Alembic: imported when needed
+
+                    migrations.complete_bookkeeping(conn)
 
         self.write("create_schema", create)
         self.check_schema()
@@ -315,7 +318,7 @@ class Database:
         def read(conn: sa.Connection) -> tuple[bool, str | None, str | None]:
             if not sa.inspect(conn).has_table(meta_table.name):
                 return False, None, None
-            return True, *migrations.read_versions(conn)
+            return True, *read_versions(conn)
 
         present, version, compatible_from = self.read("check_schema", read)
         if not present:
@@ -341,6 +344,8 @@ class Database:
         (:mod:`easyjob.store.migrations`); returns the versions before and after. Any number
         of processes may do it at once: they take turns through the schema lock, and the
         ones after the first find nothing left to do."""
+
+        from easyjob.store import migrations  # Alembic: imported when needed
 
         def upgrade(conn: sa.Connection) -> tuple[int, int]:
             with self.backend.schema_lock(conn):

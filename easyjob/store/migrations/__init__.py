@@ -28,7 +28,7 @@ from sqlalchemy.schema import CreateTable
 
 from easyjob.errors import ConfigError, SchemaMissingError, SchemaOutdatedError
 from easyjob.store import compat
-from easyjob.store.migrations.steps import VERSION_TABLE
+from easyjob.store.compat import VERSION_TABLE, read_versions
 from easyjob.store.schema import COMPATIBLE_FROM_VERSION, SCHEMA_VERSION, meta_table
 
 __all__ = [
@@ -58,15 +58,6 @@ def revisions() -> dict[int, str]:
     script = ScriptDirectory.from_config(_config())
     found = {rev.module.schema_version: rev.revision for rev in script.walk_revisions()}
     return dict(sorted(found.items()))
-
-
-def read_versions(conn: sa.Connection) -> tuple[str | None, str | None]:
-    """``schema_version`` and ``compatible_from`` as the meta rows hold them (None: absent)."""
-    rows = {
-        name: value
-        for name, value in conn.execute(sa.select(meta_table.c.name, meta_table.c.value))
-    }
-    return rows.get(compat.SCHEMA_VERSION_ROW), rows.get(compat.COMPATIBLE_FROM)
 
 
 def stamp_head(conn: sa.Connection) -> None:

@@ -10,13 +10,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from easyjob.store.compat import COMPATIBLE_FROM, SCHEMA_VERSION_ROW
+from easyjob.store.compat import COMPATIBLE_FROM, SCHEMA_VERSION_ROW, VERSION_TABLE
 
 __all__ = ["VERSION_TABLE", "dialect", "record_version"]
-
-#: Alembic's bookkeeping table; named apart from ``alembic_version`` so that an application
-#: that uses Alembic for its own tables in the same database keeps its own.
-VERSION_TABLE = "easy_job_alembic_version"
 
 
 def dialect() -> str:
