@@ -17,7 +17,7 @@ venv: $(VENV)/.stamp
 $(VENV)/.stamp: setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,postgres]'
+	$(BIN)/python -m pip install --quiet -e '.[test,postgres,mysql]'
 	touch $@
 
 # chromium and chromium-driver: the dashboard's browser tests (tests/web/test_browser.py).

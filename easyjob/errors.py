@@ -14,6 +14,8 @@
     │   ├── DatabaseUnavailableError (ConnectionError)
     │   ├── SchemaMissingError (LookupError)     tables absent: run `easyjob init-db`
     │   └── SchemaVersionError                   tables of another easyjob version
+    │       ├── SchemaOutdatedError              older: run `easyjob upgrade-db`
+    │       └── SchemaTooNewError                newer, not compatible: upgrade easyjob
     ├── TaskNotFoundError (LookupError)          no task of that name
     └── NotRunnableError (LookupError)           no live node's code can run that function
 
@@ -36,6 +38,8 @@ __all__ = [
     "NodeIdInUseError",
     "NotRunnableError",
     "SchemaMissingError",
+    "SchemaOutdatedError",
+    "SchemaTooNewError",
     "SchemaVersionError",
     "TaskDefinitionError",
     "TaskNotFoundError",
@@ -95,6 +99,14 @@ class SchemaMissingError(DatabaseError, LookupError):
 
 class SchemaVersionError(DatabaseError):
     """The easyjob tables were created by another schema version."""
+
+
+class SchemaOutdatedError(SchemaVersionError):
+    """The easyjob tables are of an older schema version: ``easyjob upgrade-db`` upgrades them."""
+
+
+class SchemaTooNewError(SchemaVersionError):
+    """The easyjob tables are of a newer schema version that this code cannot run on."""
 
 
 class TaskNotFoundError(EasyJobError, LookupError):

@@ -18,9 +18,10 @@ from typing import Any
 
 from easyjob.cli import control, views
 from easyjob.cli.output import Column, dumps, duration, iso, table
+from easyjob.cli.waiting import WAITED_FOR, Switch, wait_for_schema, waiting_app
 from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
 from easyjob.errors import ConfigError
-from easyjob.store import Store, render_ddl
+from easyjob.store import Store, render_ddl, render_upgrade, upgrade_schema
 from easyjob.store.contract import is_pattern
 from easyjob.views import read
 
@@ -60,14 +61,18 @@ def run(args: argparse.Namespace) -> int:
     if not len(default_registry):
         raise ConfigError(f"no @scheduled tasks found in {' '.join(args.jobs)}")
     default_registry.resolved()
-    store = Store.open(
-        args.db,
-        create=True,
-        pool_size=config.workers + 4,
-        # a transaction paused longer than this loses its session and so its row locks
-        # before peers would judge the node dead and try to take its runs
-        stuck_transaction_s=max(1.0, config.dead_threshold.total_seconds() / 2),
-    )
+
+    def open_store() -> Store:
+        return Store.open(
+            args.db,
+            create=True,
+            pool_size=config.workers + 4,
+            # a transaction paused longer than this loses its session and so its row locks
+            # before peers would judge the node dead and try to take its runs
+            stuck_transaction_s=max(1.0, config.dead_threshold.total_seconds() / 2),
+        )
+
+    store = _open_waiting(open_store, args) if args.http else open_store()
     try:
         node = Node(store, config, http=args.http)
         node.run()
@@ -76,6 +81,23 @@ def run(args: argparse.Namespace) -> int:
     finally:
         store.close()
     return EXIT_OK
+
+
+def _open_waiting(open_store: Callable[[], Store], args: argparse.Namespace) -> Store:
+    """``run --http``: the store once the database and its tables are there (see
+    :mod:`easyjob.cli.waiting`), answering /healthz and /readyz on the node's address
+    meanwhile; the node binds it again once the store is open."""
+    from easyjob.observe.http import HttpServer
+
+    reason = ["starting"]
+    server = HttpServer(args.http, waiting_app(lambda: reason[0]), name="waiting")
+    server.start()
+    try:
+        return wait_for_schema(
+            open_store, args.schema_wait.total_seconds(), on_wait=lambda r: reason.__setitem__(0, r)
+        )
+    finally:
+        server.close()
 
 
 def init_db(args: argparse.Namespace) -> int:
@@ -87,8 +109,20 @@ def init_db(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def upgrade_db(args: argparse.Namespace) -> int:
+    before, after = upgrade_schema(args.db)
+    if before == after:
+        _out(f"easyjob tables are schema version {after} already: nothing to upgrade")
+    else:
+        _out(f"easyjob tables upgraded from schema version {before} to {after}")
+    return EXIT_OK
+
+
 def sql(args: argparse.Namespace) -> int:
-    sys.stdout.write(render_ddl(args.dialect))
+    if args.upgrade_from is not None:
+        sys.stdout.write(render_upgrade(args.dialect, args.upgrade_from))
+    else:
+        sys.stdout.write(render_ddl(args.dialect))
     return EXIT_OK
 
 
@@ -339,19 +373,34 @@ def dashboard(args: argparse.Namespace) -> int:
         secret=args.secret,
     )
     stop = threading.Event()
-    with existing_store(args.db, read_only=access is None) as store:
-        app = Dashboard(store, refresh_s=args.refresh, access=access).wsgi()
-        server = HttpServer(args.http, app, name="dashboard")
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
-        server.start()
-        mode = "actions on" if access else "read-only"
-        sys.stderr.write(f"easyjob dashboard of {store.url} on {server.url} ({mode})\n")
-        sys.stderr.flush()
+    reason = ["starting"]
+    app = Switch(waiting_app(lambda: reason[0]))
+    server = HttpServer(args.http, app, name="dashboard")
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    server.start()
+    try:
         try:
+            store = wait_for_schema(
+                lambda: Store.open(args.db, read_only=access is None),
+                args.schema_wait.total_seconds(),
+                on_wait=lambda r: reason.__setitem__(0, r),
+                stop=stop,
+            )
+        except WAITED_FOR:
+            if stop.is_set():  # stopped while waiting: nothing to hand back
+                return EXIT_OK
+            raise
+        try:
+            app.set(Dashboard(store, refresh_s=args.refresh, access=access).wsgi())
+            mode = "actions on" if access else "read-only"
+            sys.stderr.write(f"easyjob dashboard of {store.url} on {server.url} ({mode})\n")
+            sys.stderr.flush()
             stop.wait()
         finally:
-            server.close()
+            store.close()
+    finally:
+        server.close()
     return EXIT_OK
 
 
@@ -367,6 +416,7 @@ def _server(url: str) -> str:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "init-db": init_db,
+    "upgrade-db": upgrade_db,
     "sql": sql,
     "status": status,
     "tasks": tasks,

@@ -291,6 +291,21 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         help="serve /metrics, /healthz and /readyz here (a bare PORT binds 127.0.0.1); "
         "off by default",
     )
+    _schema_wait(run, "with --http: ")
+
+
+def _schema_wait(parser: argparse.ArgumentParser, when: str) -> None:
+    option(
+        parser,
+        "--schema-wait",
+        env="SCHEMA_WAIT",
+        default="5m",
+        kind=parse_duration,
+        metavar="DURATION",
+        help=f"{when}at start, wait this long for the database, its easyjob tables and an "
+        "`easyjob upgrade-db` (answering /healthz 200, /readyz 503), then exit 3; 0s: do not "
+        "wait",
+    )
 
 
 def build_parser(version: str) -> argparse.ArgumentParser:
@@ -310,8 +325,23 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         _command(sub, "run", "run a node with the tasks of the given job modules", json=False)
     )
     _command(sub, "init-db", "create the easyjob tables (idempotent)", json=False)
+    _command(
+        sub,
+        "upgrade-db",
+        "upgrade the easyjob tables in place to this release's schema, keeping every row",
+        json=False,
+    )
     sql = _command(sub, "sql", "print the DDL of the easyjob tables", db=False)
     option(sql, "--dialect", env="DIALECT", default="sqlite", help="sqlite, postgresql or mysql")
+    option(
+        sql,
+        "--upgrade-from",
+        env="SQL_UPGRADE_FROM",
+        kind=positive_int,
+        metavar="VERSION",
+        help="print instead the SQL that upgrades tables of this schema version (the "
+        "schema_version row of easy_job_meta) to this release's, for a DBA",
+    )
 
     status = _command(sub, "status", "a summary: counts, live nodes, late and failing tasks")
     option(
@@ -490,4 +520,5 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         help="signs the session cookies; default random per process (give every dashboard "
         "process behind one address the same)",
     )
+    _schema_wait(dashboard, "")
     return parser

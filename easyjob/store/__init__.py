@@ -41,6 +41,8 @@ __all__ = [
     "Store",
     "is_transient",
     "render_ddl",
+    "render_upgrade",
+    "upgrade_schema",
 ]
 
 #: The documented tables' names: runs (one row per attempt) and tasks.
@@ -126,6 +128,25 @@ def render_ddl(dialect: str) -> str:
     from easyjob.store.ddl import render
 
     return render(dialect)
+
+
+def render_upgrade(dialect: str, from_version: int) -> str:
+    """The SQL that upgrades tables of schema version *from_version* to this code's, for
+    *dialect* (``easyjob sql --upgrade-from N``; see :mod:`easyjob.store.migrations`)."""
+    from easyjob.store.migrations import upgrade_sql
+
+    return upgrade_sql(dialect, from_version)
+
+
+def upgrade_schema(url: str, **options: Any) -> tuple[int, int]:
+    """Upgrade the easyjob tables at *url* in place to this code's schema version, keeping
+    every row (``easyjob upgrade-db``); returns the versions before and after."""
+    _refuse_missing_database(url)
+    db = Database.open(url, **options)
+    try:
+        return db.upgrade_schema()
+    finally:
+        db.dispose()
 
 
 def _refuse_missing_database(url: str) -> None:

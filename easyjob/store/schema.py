@@ -21,6 +21,7 @@ from easyjob.clock import utc
 from easyjob.store import dialects
 
 __all__ = [
+    "COMPATIBLE_FROM_VERSION",
     "SCHEMA_VERSION",
     "UTCDateTime",
     "audit_table",
@@ -32,8 +33,12 @@ __all__ = [
     "task_table",
 ]
 
-#: Bumped whenever a table, column or index changes; checked by every node at start.
+#: Bumped whenever a table, column or index changes, with a migration that makes it
+#: (:mod:`easyjob.store.migrations`); checked by every node at start.
 SCHEMA_VERSION = 5
+#: The oldest code version that may run on tables of this version (:mod:`easyjob.store.compat`):
+#: SCHEMA_VERSION after a change that older code cannot live with, else unchanged.
+COMPATIBLE_FROM_VERSION = 4
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -210,12 +215,6 @@ task_detail_table = sa.Table(
     sqlite_autoincrement=True,
 )
 
-
-# ---------------------------------------------------------------------------------------------
-# NEW TABLE (branch "operators", issue 26) -- it needs a schema version and a migration.
-# SCHEMA_VERSION above is deliberately not bumped for it: the version number and the Alembic
-# migration are assigned when this block is merged. Existing tables are not changed.
-# ---------------------------------------------------------------------------------------------
 
 audit_table = sa.Table(
     "easy_job_audit",

@@ -114,6 +114,8 @@ class Dashboard:
         return as_wsgi(self)
 
     def __call__(self, request: Request) -> Response:
+        if request.path in ("/healthz", "/readyz"):  # serving, with the tables found at start
+            return Response(200, b'{"status": "ok"}\n', "application/json")
         if request.path == "/static/style.css":
             return Response(200, self._css, "text/css; charset=utf-8")
         if request.method == "POST":
