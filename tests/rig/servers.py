@@ -1,4 +1,5 @@
-"""Real PostgreSQL and MariaDB servers for tests, each on a free loopback port.
+"""Real PostgreSQL and MariaDB servers for tests, each on a free loopback port, and PgBouncer
+in front of PostgreSQL.
 
 Every server keeps all of its files under its own temporary directory, runs in its own session
 (so signals aimed at a test's process group do not reach it) and, when the tests run as root,
@@ -761,6 +762,97 @@ class MariaDBServer(DatabaseServer):
             with self._cursor(port, timeout=2) as cur:
                 cur.execute("SELECT 1")
         except pymysql.err.MySQLError:
+            return False
+        return True
+
+
+def _pgbouncer_binary() -> str | None:
+    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
+    return shutil.which("pgbouncer", path=path)
+
+
+class PgBouncerServer(DatabaseServer):
+    """PgBouncer in transaction pooling mode in front of *backend* (a PostgreSQL server).
+
+    Everything else is at PgBouncer's defaults: what it refuses (a startup ``options``
+    parameter, prepared statements carried from one transaction to the next), easyjob must
+    not need. Every database of the backend is served (a ``*`` entry); authentication is
+    ``trust``. Databases are created, dropped, made read-only and have their connections
+    terminated on the backend; stop, start, kill and pause act on PgBouncer itself.
+    """
+
+    backend = "pgbouncer"
+    _stop_signal = signal.SIGTERM  # immediate shutdown; SIGINT would wait for clients
+
+    def __init__(self, postgres: PostgresServer) -> None:
+        self.postgres = postgres
+        super().__init__()
+
+    @classmethod
+    def missing(cls) -> str | None:
+        if _pgbouncer_binary() is None:
+            return "PgBouncer (pgbouncer) not found: run `make deps`"
+        return None
+
+    @property
+    def admin_url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def app_url(self, database: str) -> str:
+        return f"postgresql+psycopg://{APP_USER}:{APP_PASSWORD}@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, name: str) -> str:
+        self.postgres.create_database(name)
+        return self.app_url(name)
+
+    def drop_database(self, name: str) -> None:
+        self.postgres.drop_database(name)
+
+    def terminate_connections(self, database: str | None = None) -> int:
+        return self.postgres.terminate_connections(database)
+
+    def set_read_only(self, read_only: bool) -> None:
+        self.postgres.set_read_only(read_only)
+
+    def ensure_healthy(self) -> None:
+        self.postgres.ensure_healthy()
+        super().ensure_healthy()
+
+    def _init_data(self) -> None:
+        binary = _pgbouncer_binary()
+        if binary is None:
+            raise ServerError(self.missing() or "no PgBouncer")
+        self._binary = binary
+        users = self._base / "users.txt"
+        users.write_text(f'"{APP_USER}" ""\n"postgres" ""\n')
+        self._chown(users)
+
+    def _argv(self, port: int) -> list[str]:
+        ini = self._base / "pgbouncer.ini"
+        ini.write_text(
+            "[databases]\n"
+            f"* = host=127.0.0.1 port={self.postgres.port}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {self._base / 'users.txt'}\n"
+            "pool_mode = transaction\n"
+        )
+        self._chown(ini)
+        return [self._binary, str(ini)]
+
+    def _ping(self, port: int) -> bool:
+        try:
+            with psycopg.connect(
+                host="127.0.0.1",
+                port=port,
+                user="postgres",
+                dbname="postgres",
+                connect_timeout=2,
+                autocommit=True,
+                prepare_threshold=None,
+            ) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error:
             return False
         return True
 
