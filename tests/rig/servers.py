@@ -609,6 +609,32 @@ class PostgresServer(DatabaseServer):
         return True
 
 
+class PostgresStandby(PostgresServer):
+    """A streaming hot standby of *primary* (``pg_basebackup -R``), on its own port, that
+    :meth:`promote` makes a primary. Databases are created on the primary (they replicate)."""
+
+    def __init__(self, primary: PostgresServer) -> None:
+        self.primary = primary
+        super().__init__()
+
+    def create_database(self, name: str) -> str:
+        raise ServerError("a standby is read-only: create databases on its primary")
+
+    def promote(self) -> None:
+        """Make this standby a primary (``pg_ctl promote``, waiting until it accepts writes)."""
+        self._run([str(self._bindir / "pg_ctl"), "-D", str(self._base / "data"), "-w", "promote"])
+
+    def _init_data(self) -> None:
+        bindir = _postgres_bindir()
+        if bindir is None:
+            raise ServerError(self.missing() or "no PostgreSQL")
+        self._bindir = bindir
+        self._mkdir("sock")
+        backup = [str(bindir / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.primary.port)]
+        backup += ["-U", "postgres", "-D", str(self._base / "data"), "-R", "-X", "stream"]
+        self._run([*backup, "-c", "fast", "--no-sync"])
+
+
 def _mariadb_binaries() -> tuple[str, str] | None:
     """(mariadbd, mariadb-install-db), also looking in sbin dirs that may not be on PATH."""
     path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,6 +25,8 @@ _SCHEMA_LOCK_KEY = 0x65617379_6A6F62  # "easyjob"
 #: The URL query parameter (psycopg's connection argument) for server-side prepares.
 PREPARE_THRESHOLD = "prepare_threshold"
 _NO_PREPARE = ("none", "null", "off", "")
+#: A host name or IPv4 address with its port (an IPv6 address has more than one colon).
+_HOST_PORT = re.compile(r"[^:]+:\d+")
 
 
 def prepare_threshold(url: URL) -> int | None:
@@ -90,6 +93,15 @@ class PostgreSQLDialect(Dialect):
             prepare_threshold(url)
         except ValueError as err:
             return str(err)
+        hosts = url.query.get("host", ())
+        for host in (hosts,) if isinstance(hosts, str) else hosts:
+            if "," in host and any(_HOST_PORT.fullmatch(h.strip()) for h in host.split(",")):
+                return (
+                    f"host={host!r} lists hosts with their ports in one value, which psycopg "
+                    "reads as one host name: give each its own parameter "
+                    "(?host=H1:P1&host=H2:P2) or the hosts and the ports apart "
+                    "(?host=H1,H2&port=P1,P2)"
+                )
         return None
 
     def url_arguments(self, url: URL) -> tuple[URL, dict[str, Any]]:
