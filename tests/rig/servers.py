@@ -798,7 +798,7 @@ def _pgbouncer_binary() -> str | None:
 
 
 class PgBouncerServer(DatabaseServer):
-    """PgBouncer in transaction pooling mode in front of *backend* (a PostgreSQL server).
+    """PgBouncer in front of *postgres*, in transaction pooling mode unless *pool_mode* says.
 
     Everything else is at PgBouncer's defaults: what it refuses (a startup ``options``
     parameter, prepared statements carried from one transaction to the next), easyjob must
@@ -810,8 +810,9 @@ class PgBouncerServer(DatabaseServer):
     backend = "pgbouncer"
     _stop_signal = signal.SIGTERM  # immediate shutdown; SIGINT would wait for clients
 
-    def __init__(self, postgres: PostgresServer) -> None:
+    def __init__(self, postgres: PostgresServer, pool_mode: str = "transaction") -> None:
         self.postgres = postgres
+        self.pool_mode = pool_mode
         super().__init__()
 
     @classmethod
@@ -861,7 +862,7 @@ class PgBouncerServer(DatabaseServer):
             "[pgbouncer]\n"
             f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
             f"auth_type = trust\nauth_file = {self._base / 'users.txt'}\n"
-            "pool_mode = transaction\n"
+            f"pool_mode = {self.pool_mode}\n"
         )
         self._chown(ini)
         return [self._binary, str(ini)]
