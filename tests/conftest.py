@@ -29,6 +29,7 @@ from tests.rig.servers import (
     MariaDBServer,
     PgBouncerServer,
     PostgresServer,
+    PostgresStandby,
     ServerError,
     reap_orphans,
 )
@@ -123,6 +124,30 @@ def pgbouncer_server(postgres_server: PostgresServer) -> Iterator[PgBouncerServe
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def postgres_primary_and_standby() -> Iterator[tuple[PostgresServer, PostgresStandby]]:
+    """A PostgreSQL primary with a database ``app`` and its streaming hot standby, both of
+    this test's own (a test may kill the primary and promote the standby)."""
+    reason = PostgresServer.missing()
+    if reason:
+        _unavailable(f"postgresql unavailable: {reason}")
+    primary = PostgresServer()
+    standby: PostgresStandby | None = None
+    try:
+        try:
+            primary.start()
+            primary.create_database("app")
+            standby = PostgresStandby(primary)
+            standby.start()
+        except ServerError as err:
+            _unavailable(f"cannot start a PostgreSQL primary and standby: {err}")
+        yield primary, standby
+    finally:
+        if standby is not None:
+            standby.close()
+        primary.close()
 
 
 _SERVER_FIXTURES = {

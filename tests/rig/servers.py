@@ -620,6 +620,24 @@ class PostgresStandby(PostgresServer):
     def create_database(self, name: str) -> str:
         raise ServerError("a standby is read-only: create databases on its primary")
 
+    def synchronous(self, timeout: float = 30.0) -> None:
+        """Make the primary wait for this standby at every commit (``synchronous_standby_names
+        = '*'``): a commit the primary acknowledged survives its crash and a promotion."""
+        with self.primary._connect() as conn:
+            conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+            conn.execute("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.primary._connect() as conn:
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'"
+                ).fetchone()
+            if row and row[0] >= 1:
+                return
+            if time.monotonic() > deadline:
+                raise ServerError(f"the standby on port {self.port} did not become synchronous")
+            time.sleep(0.05)
+
     def promote(self) -> None:
         """Make this standby a primary (``pg_ctl promote``, waiting until it accepts writes)."""
         self._run([str(self._bindir / "pg_ctl"), "-D", str(self._base / "data"), "-w", "promote"])

@@ -4,16 +4,13 @@ standby; the form psycopg cannot read is refused naming the forms that work."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import pytest
 
 from easyjob.errors import DatabaseURLError
 from easyjob.store import RetryPolicy, Store
 from easyjob.store.database import Database
 from easyjob.store.engine import normalize_url
-from tests.rig.servers import APP_PASSWORD, APP_USER, PostgresServer, PostgresStandby, ServerError
+from tests.rig.servers import APP_PASSWORD, APP_USER, PostgresServer, PostgresStandby
 from tests.store.conftest import every_second
 
 USER = f"{APP_USER}:{APP_PASSWORD}"
@@ -29,27 +26,6 @@ def _forms(first: int, second: int) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def primary_and_standby() -> Iterator[tuple[PostgresServer, PostgresStandby]]:
-    reason = PostgresServer.missing()
-    if reason:
-        (pytest.fail if os.environ.get("CI") else pytest.skip)(f"postgresql unavailable: {reason}")
-    primary = PostgresServer()
-    standby: PostgresStandby | None = None
-    try:
-        primary.start()
-        primary.create_database("app")
-        standby = PostgresStandby(primary)
-        standby.start()
-        yield primary, standby
-    except ServerError as err:
-        pytest.fail(f"cannot start a PostgreSQL primary and standby: {err}")
-    finally:
-        if standby is not None:
-            standby.close()
-        primary.close()
-
-
 def _server(db: Database) -> tuple[int, bool]:
     sql = "SELECT inet_server_port(), pg_is_in_recovery()"
     port, in_recovery = db.read("server", lambda c: c.exec_driver_sql(sql).one())
@@ -57,9 +33,9 @@ def _server(db: Database) -> tuple[int, bool]:
 
 
 def test_postgresql_multi_host_urls_reach_the_primary_and_follow_a_promotion(
-    primary_and_standby: tuple[PostgresServer, PostgresStandby],
+    postgres_primary_and_standby: tuple[PostgresServer, PostgresStandby],
 ) -> None:
-    primary, standby = primary_and_standby
+    primary, standby = postgres_primary_and_standby
     for first, second in ((primary.port, standby.port), (standby.port, primary.port)):
         for form, url in _forms(first, second).items():
             db = Database.open(url, connect_timeout_s=3)
