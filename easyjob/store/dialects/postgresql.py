@@ -126,7 +126,7 @@ class PostgreSQLDialect(Dialect):
 
         @sa.event.listens_for(engine, "do_execute")
         def _execute(cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
-            if statement is not begin:
+            if statement != begin:
                 return False
             # two statements: the simple-query protocol, never a prepare (which
             # ?prepare_threshold=0 would ask for, and which takes one statement only)
