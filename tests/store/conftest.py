@@ -1,4 +1,5 @@
-"""Store fixtures: a fresh schema on each of sqlite, postgresql and mariadb."""
+"""Store fixtures: a fresh schema on each of sqlite, postgresql and mariadb, and on
+PostgreSQL behind PgBouncer in transaction pooling mode (``pgbouncer``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,18 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
+
 from easyjob.core.records import Advance, PlannedFire, TaskSpec
 from easyjob.store import Store
+from tests.rig.backends import ALL_BACKENDS, backend_params
+
+
+@pytest.fixture(params=backend_params(ALL_BACKENDS))
+def db_backend(request: pytest.FixtureRequest) -> str:
+    """This run's backend: the three databases, and ``pgbouncer`` (PostgreSQL behind it)."""
+    backend: str = request.param
+    return backend
 
 
 def every_second(name: str = "job", **kwargs: object) -> TaskSpec:
