@@ -66,6 +66,7 @@ __all__ = [
     "on_busy",
     "planner_owner",
     "schedule_of",
+    "start_deadline",
     "superseded_reason",
 ]
 
@@ -188,6 +189,27 @@ def _superseded(run: RunFacts, now: datetime) -> bool:
         return True
     # a retry or recovery: of a scheduled fire only (a trigger's time is not on the schedule)
     return run.schedule.fires_between(run.fire_time, run.fire_time, limit=1) == [run.fire_time]
+
+
+def start_deadline(run: RunFacts) -> datetime | None:
+    """The instant from which :func:`misfire` misses *run*: the next fire of its schedule
+    (a scheduled run, under ``fire_once`` or ``skip``) or, under ``skip``, the end of its
+    grace; None when nothing would miss it. A start is written only before it, checked by
+    the database when the write lands (a write retried through an outage must not start a
+    run superseded meanwhile)."""
+    if run.misfire == Misfire.CATCH_UP or run.triggered_by == Trigger.MANUAL:
+        return None
+    ends: list[datetime] = []
+    if run.triggered_by != Trigger.PARENT and run.schedule is not None:
+        successor = run.schedule.next_after(run.fire_time)
+        if successor is not None and (
+            run.triggered_by == Trigger.CRON
+            or run.schedule.fires_between(run.fire_time, run.fire_time, limit=1) == [run.fire_time]
+        ):
+            ends.append(successor)
+    if run.misfire == Misfire.SKIP:
+        ends.append(run.due_time + run.grace)
+    return min(ends) if ends else None
 
 
 def fire_verdict(

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from easyjob.clock import Clock
-from easyjob.core.admission import Verdict, admit, exclusive, facts_of, on_busy
+from easyjob.core.admission import Verdict, admit, exclusive, facts_of, misfire, on_busy
 from easyjob.core.config import NodeConfig
 from easyjob.core.outcome import Outcome
 from easyjob.core.records import Run
@@ -354,6 +354,7 @@ class Dispatcher:
         started = self.writer.start(batch, exclusive_ids)
         retry_at = now + self._retry
         skipped: list[tuple[Run, str]] = []
+        missed_late: list[tuple[Run, str]] = []
         now = self._liveness.db_now()
         for run in batch:
             result = None if started is None else started.get(run.id)
@@ -362,9 +363,12 @@ class Dispatcher:
                     heapq.heappush(self._releasing, (result.due_time, result.id, result))
             elif isinstance(result, Run):
                 self._run(result, now)
-            elif result is BLOCKED:
+            elif result is BLOCKED:  # its task is busy, or its start deadline came
+                late = misfire(facts_of(run), now)
                 busy = on_busy(run.overlap)
-                if busy.verdict == Verdict.SKIP:
+                if late is not None:
+                    missed_late.append((run, late.reason or "missed"))
+                elif exclusive(run.overlap) and busy.verdict == Verdict.SKIP:
                     skipped.append((run, busy.reason or "skipped"))
                 else:
                     with self._lock:
@@ -374,6 +378,7 @@ class Dispatcher:
                     self.writer.say(logging.WARNING, run, "taken over before it started (fenced)")
                 self._dropped(run)
         self._close(skipped, RunStatus.SKIPPED)
+        self._close(missed_late, RunStatus.MISSED)
 
     def _close(self, runs: list[tuple[Run, str]], status: RunStatus) -> None:
         """Close claimed *runs* (each with its reason) as *status* in one write, and let

@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from easyjob.core.admission import facts_of, start_deadline
 from easyjob.core.outcome import Outcome
 from easyjob.core.records import Candidate, HeldRun, Run
 from easyjob.core.states import RunStatus
@@ -58,8 +59,11 @@ class RunWriter:
     def claim_started(
         self, candidates: Sequence[Candidate], *, exclusive: Collection[int] = ()
     ) -> list[Run]:
-        """PENDING -> RUNNING for this node in one write (see ``RunStore.claim_started``)."""
-        return self._store.runs.claim_started(self._node_id, candidates, exclusive=exclusive)
+        """PENDING -> RUNNING for this node in one write (see ``RunStore.claim_started``),
+        each run only before its admission deadline in database time."""
+        return self._store.runs.claim_started(
+            self._node_id, candidates, exclusive=exclusive, deadlines=_deadlines(candidates)
+        )
 
     def miss_pending(self, runs: Mapping[int, tuple[int, str]]) -> set[int]:
         """PENDING -> MISSED, ``id -> (version, reason)``: misses the admission rule decided
@@ -89,8 +93,11 @@ class RunWriter:
 
     def start(self, runs: Sequence[Run], exclusive: set[int]) -> Starts | None:
         """CLAIMED -> RUNNING for *runs* in one statement (see ``RunStore.start_many``)."""
+        deadlines = _deadlines(runs)
         return self._write(
-            runs, "start", lambda: self._store.runs.start_many(runs, exclusive=exclusive)
+            runs,
+            "start",
+            lambda: self._store.runs.start_many(runs, exclusive=exclusive, deadlines=deadlines),
         )
 
     def succeed(self, done: Sequence[tuple[Run, Outcome, float]]) -> set[int] | None:
@@ -204,3 +211,9 @@ class RunWriter:
         self._log.log(
             level, f"run %s of %s: {msg}", run.id, run.task_name, *args, extra=extra, **kwargs
         )
+
+
+def _deadlines(runs: Sequence[Candidate | Run]) -> dict[int, datetime]:
+    """Each run's :func:`~easyjob.core.admission.start_deadline`, for those that have one."""
+    found = {run.id: start_deadline(facts_of(run)) for run in runs}
+    return {run_id: at for run_id, at in found.items() if at is not None}

@@ -237,13 +237,19 @@ class RunStore(Protocol):
         ...
 
     def claim_started(
-        self, node_id: str, candidates: Sequence[Candidate], *, exclusive: Collection[int] = ()
+        self,
+        node_id: str,
+        candidates: Sequence[Candidate],
+        *,
+        exclusive: Collection[int] = (),
+        deadlines: Mapping[int, datetime] | None = None,
     ) -> list[Run]:
         """Claim and start *candidates* (due now) for *node_id* with one version-checked
         UPDATE: PENDING -> RUNNING at version + 1, ``start_time`` = database time. Returns
         exactly the runs won, in due order; a candidate whose version moved, or whose id is
-        in *exclusive* while another run of its task is RUNNING, is not returned (the latter
-        stays PENDING)."""
+        in *exclusive* while another run of its task is RUNNING, or whose *deadlines* entry
+        (``id -> instant``) has come in database time when the write lands, is not returned
+        (the latter two stay PENDING)."""
         ...
 
     def claim_next(
@@ -258,10 +264,17 @@ class RunStore(Protocol):
         """CLAIMED -> RUNNING at database time: :meth:`start_many` for one run."""
         ...
 
-    def start_many(self, runs: Sequence[Run], *, exclusive: Collection[int]) -> Starts:
+    def start_many(
+        self,
+        runs: Sequence[Run],
+        *,
+        exclusive: Collection[int],
+        deadlines: Mapping[int, datetime] | None = None,
+    ) -> Starts:
         """Start a batch of one node's CLAIMED runs with one version-checked UPDATE. Per run
         id: the RUNNING run (version + 1), :data:`BLOCKED` (its id is in *exclusive* and
-        another run of its task is RUNNING), or None when fenced."""
+        another run of its task is RUNNING, or its *deadlines* entry has come in database
+        time when the write lands), or None when fenced."""
         ...
 
     def release(self, run: Run) -> bool:

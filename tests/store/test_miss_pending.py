@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from easyjob.core.records import Run
 from easyjob.core.states import RunStatus, TaskStatus
+from easyjob.core.store_values import BLOCKED
 from easyjob.store import Store
 from tests.store.conftest import every_second, make_pending
 
@@ -59,3 +61,25 @@ def test_a_pause_skips_scheduled_runs_but_holds_manual_ones_for_the_resume(store
     store.tasks.set_status("t", TaskStatus.ACTIVE)
     due = store.runs.pending(store.db.now() + timedelta(days=1), 10)
     assert {c.id for c in due} >= {r.id for r in manual}  # they run after the resume
+
+
+def test_a_start_lands_only_before_its_deadline_in_database_time(store: Store) -> None:
+    """A start decided in time but written late (retried through an outage) must not start
+    a run its successor superseded meanwhile: the deadline is checked by the database."""
+    ids = make_pending(store, "t", fires=3)
+    now = store.db.now()
+    pending = {c.id: c for c in store.runs.pending(now + timedelta(days=1), 10)}
+    past, future = now - timedelta(seconds=1), now + timedelta(hours=1)
+    won = store.runs.claim_started(
+        "n1", [pending[ids[0]], pending[ids[1]]], deadlines={ids[0]: past, ids[1]: future}
+    )
+    assert [r.id for r in won] == [ids[1]]  # the late one stays PENDING
+    assert statuses(store, "t")[:2] == [RunStatus.PENDING, RunStatus.RUNNING]
+    claimed = store.runs.claim("n1", [pending[ids[0]], pending[ids[2]]])
+    started = store.runs.start_many(
+        claimed,
+        exclusive=set(),
+        deadlines={ids[0]: past},  # ids[2] has none: it starts
+    )
+    assert started[ids[0]] is BLOCKED and isinstance(started[ids[2]], Run)
+    assert statuses(store, "t") == [RunStatus.CLAIMED, RunStatus.RUNNING, RunStatus.RUNNING]

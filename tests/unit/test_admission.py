@@ -19,6 +19,7 @@ from easyjob.core.admission import (
     on_busy,
     planner_owner,
     schedule_of,
+    start_deadline,
 )
 from easyjob.core.records import Candidate
 from easyjob.core.states import Misfire, Overlap, Trigger
@@ -202,3 +203,15 @@ def test_a_run_whose_task_row_holds_a_broken_schedule_is_judged_by_its_grace() -
     assert facts.schedule is None
     assert admit(facts, T0 + 10 * S).verdict == MISS  # past the grace, skip
     assert admit(facts_of(replace(broken, misfire=ONCE)), T0 + 10 * S).verdict == START
+
+
+@pytest.mark.parametrize(("what", "facts", "now", "verdict"), TABLE, ids=[t[0] for t in TABLE])
+def test_the_start_deadline_is_when_the_rule_starts_missing_the_run(
+    what: str, facts: RunFacts, now: float, verdict: Verdict
+) -> None:
+    """The deadline a start write is checked against in the database agrees with the rule:
+    a run is missed at *now* exactly when its deadline has come."""
+    deadline = start_deadline(facts)
+    at = T0 + now * S
+    missed = admit(facts, at).verdict == MISS
+    assert missed == (deadline is not None and at >= deadline), f"{what}: deadline {deadline}"

@@ -4,7 +4,7 @@ that a start of a ``serial`` run makes in the same transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -15,7 +15,7 @@ from easyjob.core.states import RunStatus, TaskStatus
 from easyjob.store.database import Database, at_versions, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.expressions import in_list, not_in_list
-from easyjob.store.runs.fencing import moved
+from easyjob.store.runs.fencing import in_time, moved
 from easyjob.store.runs.reads import claimable_by, read_runs
 from easyjob.store.schema import task_detail_table, task_table
 
@@ -36,10 +36,15 @@ class RunClaims:
         Returns exactly the runs this call won (CLAIMED, version + 1), in due order; a
         candidate whose version moved (another node claimed it) is silently not returned.
         """
-        return self._claim(node_id, candidates, RunStatus.CLAIMED, (), "claim_runs")
+        return self._claim(node_id, candidates, RunStatus.CLAIMED, (), {}, "claim_runs")
 
     def claim_started(
-        self, node_id: str, candidates: Sequence[Candidate], *, exclusive: Collection[int] = ()
+        self,
+        node_id: str,
+        candidates: Sequence[Candidate],
+        *,
+        exclusive: Collection[int] = (),
+        deadlines: Mapping[int, datetime] | None = None,
     ) -> list[Run]:
         """Claim and start a batch of PENDING runs due now (or within moments) for *node_id*
         in one version-checked UPDATE: PENDING -> RUNNING, version + 1, ``claim_time`` set
@@ -52,8 +57,17 @@ class RunClaims:
         version moved (another node claimed it) is not returned; nor is one whose id is in
         *exclusive* (overlap ``serial``) while another run of its task is RUNNING (the check
         of :meth:`start_many`, :func:`busy_ids`, in the same transaction): it stays PENDING,
-        to be claimed once that run has ended. Give at most one run per task of those."""
-        return self._claim(node_id, candidates, RunStatus.RUNNING, exclusive, "claim_started_runs")
+        to be claimed once that run has ended. Give at most one run per task of those. Nor is
+        one whose *deadlines* entry (``id -> instant``) has come, in database time, when the
+        write lands (see :func:`~easyjob.store.runs.fencing.in_time`): it stays PENDING."""
+        return self._claim(
+            node_id,
+            candidates,
+            RunStatus.RUNNING,
+            exclusive,
+            deadlines or {},
+            "claim_started_runs",
+        )
 
     def _claim(
         self,
@@ -61,6 +75,7 @@ class RunClaims:
         candidates: Sequence[Candidate],
         status: RunStatus,
         exclusive: Collection[int],
+        deadlines: Mapping[int, datetime],
         what: str,
     ) -> list[Run]:
         """PENDING -> *status* (CLAIMED, or RUNNING with ``start_time``) for *node_id*, of
@@ -85,6 +100,7 @@ class RunClaims:
                     at_versions(d, free),
                     status_is(d.c.status, str(RunStatus.PENDING)),
                     claimable_by(node_id),
+                    in_time(free, deadlines),
                 )
                 .values(status=str(status), node_id=node_id, version=d.c.version + 1, **values)
             )

@@ -3,19 +3,43 @@ that tell a write whose COMMIT reply was lost (it landed) from one that was fenc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from easyjob.core.records import Run
 from easyjob.core.states import RUN_TRANSITIONS, RunStatus
-from easyjob.store.database import at_versions, status_is
-from easyjob.store.schema import task_detail_table
+from easyjob.store.database import at_versions, per_id, status_is
+from easyjob.store.engine import db_now
+from easyjob.store.schema import UTCDateTime, task_detail_table
 
-__all__ = ["fenced_update", "held_at", "landed_one", "moved", "one_node", "unchanged"]
+__all__ = [
+    "fenced_update",
+    "held_at",
+    "in_time",
+    "landed_one",
+    "moved",
+    "one_node",
+    "unchanged",
+]
 
 d = task_detail_table
+
+#: The deadline of a run that has none (a far date every database stores).
+_NEVER = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def in_time(ids: Collection[int], deadlines: Mapping[int, datetime]) -> sa.ColumnElement[bool]:
+    """The WHERE that lets a start (or a claim and start) of runs *ids* land only before each
+    one's deadline (``id -> instant``, from :func:`easyjob.core.admission.start_deadline`), in
+    database time, when the write commits: a write decided in time but retried through an
+    outage does not start a run that its successor has superseded meanwhile."""
+    if not any(i in deadlines for i in ids):
+        return sa.true()
+    every = {i: deadlines.get(i, _NEVER) for i in ids}
+    return db_now() < per_id(d, every, UTCDateTime())
 
 
 def held_at(expected: Mapping[int, int], status: RunStatus, node: str) -> sa.ColumnElement[bool]:

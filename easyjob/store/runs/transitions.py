@@ -4,7 +4,7 @@ close unstarted, finish (with the children of a completed fire) and fail (with i
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,6 +20,7 @@ from easyjob.store.runs.claims import busy_ids, starts_at
 from easyjob.store.runs.fencing import (
     fenced_update,
     held_at,
+    in_time,
     landed_one,
     moved,
     one_node,
@@ -46,7 +47,13 @@ class RunTransitions:
         started = self.start_many([run], exclusive={run.id} if exclusive else set())
         return started.get(run.id)
 
-    def start_many(self, runs: Sequence[Run], *, exclusive: Collection[int]) -> Starts:
+    def start_many(
+        self,
+        runs: Sequence[Run],
+        *,
+        exclusive: Collection[int],
+        deadlines: Mapping[int, datetime] | None = None,
+    ) -> Starts:
         """Start a batch of CLAIMED runs of one node with one version-checked UPDATE.
         ``start_time`` is database time, or the run's due time when the write comes ahead
         of it (the node writes starts a little early and calls the function at that time).
@@ -57,11 +64,15 @@ class RunTransitions:
         give at most one run per task of those. The check is a read in the same
         transaction, after the rows of those runs' tasks are locked (see :func:`busy_ids`): of
         two nodes starting runs of one task at once, the second sees the first's start.
+        A run whose *deadlines* entry (``id -> instant``) has come, in database time, when
+        the write lands is not started either, and is BLOCKED: the caller asks the admission
+        rule again (see :func:`~easyjob.store.runs.fencing.in_time`).
         """
         if not runs:
             return {}
         node = one_node(runs, RunStatus.RUNNING)
         expected = {r.id: r.version for r in runs}
+        deadlines = deadlines or {}
 
         def write(conn: sa.Connection) -> Starts:
             busy = busy_ids(self._db, conn, runs, exclusive)
@@ -70,7 +81,7 @@ class RunTransitions:
                 return outcome(conn, set())
             stmt = (
                 d.update()
-                .where(held_at(free, RunStatus.CLAIMED, node))
+                .where(held_at(free, RunStatus.CLAIMED, node), in_time(free, deadlines))
                 .values(
                     status=str(RunStatus.RUNNING),
                     version=d.c.version + 1,
@@ -81,7 +92,9 @@ class RunTransitions:
 
         def outcome(conn: sa.Connection, won: set[int]) -> Starts:
             result: Starts = {r.id: r.bumped(RunStatus.RUNNING) for r in runs if r.id in won}
-            waiting = [r for r in runs if r.id not in won and r.id in exclusive]
+            waiting = [
+                r for r in runs if r.id not in won and (r.id in exclusive or r.id in deadlines)
+            ]
             blocked = set(unchanged(conn, waiting)) if waiting else set()
             for r in runs:
                 if r.id not in won:
