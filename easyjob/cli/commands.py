@@ -72,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
             stuck_transaction_s=max(1.0, config.dead_threshold.total_seconds() / 2),
         )
 
-    store = _open_waiting(open_store, args) if args.http else open_store()
+    store, http = _open_waiting(open_store, args) if args.http else (open_store(), None)
     try:
-        node = Node(store, config, http=args.http)
+        node = Node(store, config, http=http)
         node.run()
         if args.stats_file:
             Path(args.stats_file).write_text(json.dumps(node.stats()), encoding="utf-8")
@@ -83,19 +83,23 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _open_waiting(open_store: Callable[[], Store], args: argparse.Namespace) -> Store:
+def _open_waiting(
+    open_store: Callable[[], Store], args: argparse.Namespace
+) -> tuple[Store, tuple[str, int]]:
     """``run --http``: the store once the database and its tables are there (see
     :mod:`easyjob.cli.waiting`), answering /healthz and /readyz on the node's address
-    meanwhile; the node binds it again once the store is open."""
+    meanwhile, and that address as bound: the node binds it again once the store is open,
+    the same port when port 0 asked for any (a scraper that found the port keeps it)."""
     from easyjob.observe.http import HttpServer
 
     reason = ["starting"]
     server = HttpServer(args.http, waiting_app(lambda: reason[0]), name="waiting")
     server.start()
     try:
-        return wait_for_schema(
+        store = wait_for_schema(
             open_store, args.schema_wait.total_seconds(), on_wait=lambda r: reason.__setitem__(0, r)
         )
+        return store, server.address
     finally:
         server.close()
 

@@ -61,6 +61,12 @@ class HttpServer:
         )
 
     @property
+    def address(self) -> tuple[str, int]:
+        """The host and port it is bound to (the port chosen, when asked for port 0)."""
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    @property
     def url(self) -> str:
         """The address it listens on, e.g. ``http://127.0.0.1:9100``."""
         host, port = self._server.server_address[:2]
