@@ -180,7 +180,7 @@ def misfire(run: RunFacts, now: datetime) -> Decision | None:
 
 def _superseded(run: RunFacts, now: datetime) -> bool:
     """Whether *run* is a fire of its task's schedule whose next fire is due by *now*."""
-    if run.schedule is None:
+    if run.schedule is None or run.fire_time >= now:  # its successor comes later still
         return False
     successor = run.schedule.next_after(run.fire_time)
     if successor is None or successor > now:

@@ -329,7 +329,6 @@ class Candidate:
     shard: int = 0
     target_node: str | None = None
     triggered_by: Trigger = Trigger.CRON
-    create_time: datetime | None = None
     # the task's schedule (see TaskRow.schedule), for the admission rule
     cron_expr: str | None = None
     tz: str = "UTC"

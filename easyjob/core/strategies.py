@@ -106,8 +106,8 @@ class DefaultStrategy:
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
         if view.soon is None:
             return list(candidates)
-        # a child written moments ago is its home node's for as long as a run written
-        # ahead is before its due time: so the children of one run spread over the nodes
+        # a child written moments ago (due when written) is its home node's for as long as
+        # a run written ahead is before its due time: the children of one run spread out
         fresh = None if view.now is None else view.now - (view.soon - view.now)
         chosen = []
         for c in candidates:
@@ -115,10 +115,10 @@ class DefaultStrategy:
             if view.me not in nodes:
                 continue
             home = c.id % len(nodes) == nodes.index(view.me)
-            child = c.triggered_by == Trigger.PARENT and c.create_time is not None
-            opened = c.due_time <= view.soon and not (
-                child and fresh is not None and c.create_time > fresh  # type: ignore[operator]
+            fresh_child = (
+                fresh is not None and c.triggered_by == Trigger.PARENT and c.due_time > fresh
             )
+            opened = c.due_time <= view.soon and not fresh_child
             if home or opened:
                 chosen.append(c)
         return chosen

@@ -230,7 +230,8 @@ class Loader(Loop):
     def _miss(self, candidates: list[Candidate], now: datetime) -> bool:
         """Mark MISSED the *candidates* the admission rule misses (see
         :func:`easyjob.core.admission.misfire`), each with its reason; True when any was."""
-        decided = {c: misfire(facts_of(c), now) for c in candidates}
+        # a run whose fire time is still to come can be neither superseded nor late
+        decided = {c: misfire(facts_of(c), now) for c in candidates if c.fire_time < now}
         missed = {c: d.reason or "missed" for c, d in decided.items() if d is not None}
         if not missed:
             return False

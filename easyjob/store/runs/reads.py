@@ -74,7 +74,6 @@ _CANDIDATE_COLUMNS = (
     d.c.shard,
     d.c.target_node,
     d.c.triggered_by,
-    d.c.create_time,
     *_SCHEDULE_COLUMNS,
 )
 
