@@ -307,7 +307,7 @@ class Dispatcher:
                 self._table.timed_out(run.id)
                 stuck = self._table.stuck
                 self.completed += bool(written)
-            if self.jobs.kills_on_cancel:
+            if self.jobs.isolated(run):
                 self.writer.say(logging.WARNING, run, "timed out after %gs; killed", seconds)
             else:
                 self.writer.say(

@@ -140,6 +140,7 @@ class Node:
 
     def _start(self) -> None:
         specs = self.prepare()
+        self.dispatcher.jobs.warm()
         self.hooks.start()
         parts = (self.heartbeat, self.dispatcher, self.planner, self.loader, self.recovery)
         for part in (*parts, self.pruner):
