@@ -19,11 +19,13 @@ whose node died exits by itself: it watches a pipe only the node holds open.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
 import os
 import signal
 import threading
+import weakref
 from collections.abc import Iterable
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -40,6 +42,15 @@ RUNS_PER_CHILD = 100
 
 _context = multiprocessing.get_context("forkserver")
 _preload_guard = threading.Lock()
+_pools: weakref.WeakSet[ProcessPool] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """At exit, before ``multiprocessing`` joins its children (atexit runs handlers last
+    registered first): children ignore the SIGTERM it sends, so they are killed here."""
+    for pool in list(_pools):
+        pool.close()
 
 
 def preload(modules: Iterable[str]) -> None:
@@ -84,17 +95,25 @@ class ProcessPool:
     def __init__(self, runs_per_child: int = RUNS_PER_CHILD) -> None:
         self._runs_per_child = runs_per_child
         self._idle: list[_Child] = []
+        self._all: weakref.WeakSet[_Child] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._closed = False
+        _pools.add(self)
 
     def warm(self) -> None:
         """Start the fork server and one idle child now (not on a run's path)."""
-        child = _Child()
+        child = self._new()
         with self._lock:
             if not self._closed:
                 self._idle.append(child)
                 return
         child.close()
+
+    def _new(self) -> _Child:
+        child = _Child()
+        with self._lock:
+            self._all.add(child)
+        return child
 
     def run(self, call: JobCall, cancelled: CancelFlag) -> Outcome:
         """Make *call* in a child and return how it ended; a child that died, or was killed
@@ -116,11 +135,15 @@ class ProcessPool:
         return Outcome(error=error, traceback=traceback, result=result, note=note)
 
     def close(self) -> None:
-        """Stop the idle children (a running one is killed by its run's cancellation)."""
+        """Stop every child: the idle ones exit, a running one is killed (the node calls
+        this once its shutdown grace is over)."""
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-        for child in idle:
+            busy = [c for c in self._all if c not in idle]
+        for child in busy:
+            child.kill()
+        for child in idle + busy:
             child.close()
 
     def _take(self) -> _Child:
@@ -130,17 +153,22 @@ class ProcessPool:
                 if child.process.is_alive():
                     return child
                 child.close()
-        return _Child()
+        return self._new()
 
     def _give_back(self, child: _Child) -> None:
-        if child.runs >= self._runs_per_child:
-            child.close()
-            return
         with self._lock:
-            if not self._closed:
+            if not self._closed and child.runs < self._runs_per_child:
                 self._idle.append(child)
                 return
+            replace = not self._closed
+        # off the run's path: the outcome is reported while the child exits and a warm
+        # replacement starts
+        threading.Thread(target=self._retire, args=(child, replace), daemon=True).start()
+
+    def _retire(self, child: _Child, replace: bool) -> None:
         child.close()
+        if replace:
+            self.warm()
 
 
 def _died(code: int | None, cancelled: bool) -> str:
