@@ -210,8 +210,8 @@ class NodeConfig:
     )
     executor: str = setting(
         "thread",
-        help="thread (jobs on worker threads) or process (a child process per run: a timeout "
-        "kills it, a crash fails only that run)",
+        help="thread (jobs on worker threads) or process (each run in a warm child process: a "
+        "timeout kills it, a crash fails only that run); a task's executor= overrides it",
         metavar="KIND",
         check=_one_of(EXECUTORS),
     )
