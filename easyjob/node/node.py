@@ -21,10 +21,12 @@ from easyjob.errors import EasyJobError
 from easyjob.events import Hook
 from easyjob.logs import ContextLogger
 from easyjob.node.dispatcher import Dispatcher
+from easyjob.node.health import Health, HealthWatch
 from easyjob.node.heartbeat import Heartbeater, Membership
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loader import Loader
+from easyjob.node.loop import Loop
 from easyjob.node.planner import Planner
 from easyjob.node.pruner import Pruner
 from easyjob.node.recovery import Recoverer, report
@@ -143,7 +145,7 @@ class Node:
         self.dispatcher.jobs.warm()
         self.hooks.start()
         parts = (self.heartbeat, self.dispatcher, self.planner, self.loader, self.recovery)
-        for part in (*parts, self.pruner):
+        for part in (*parts, self.pruner, self.watch):
             part.start()
         self._threads_started = True
         self._started_at = self.clock.monotonic()
@@ -234,6 +236,17 @@ class Node:
         )
         self.metrics.watch(self._gauges(), self.store.counters)
         self.pruner = Pruner(self.store, self.config, self.membership, self.log)
+        self.health = Health(
+            self.clock, self.config.dead_threshold.total_seconds(), self.log, self.metrics
+        )
+        self.watch = HealthWatch(
+            self.store, self.config.node_id, self.config.heartbeat, self.health, self.log
+        )
+        loops: tuple[Loop, ...] = (
+            self.heartbeat, self.loader, self.planner, self.recovery, self.pruner, self.watch
+        )  # fmt: skip
+        for loop in loops:
+            loop.progress = self.health.step
         self.heartbeat.register()
         rows = self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
         self.loader.declare(row.id for row in rows)
@@ -310,6 +323,7 @@ class Node:
             heartbeat_age_s=self.liveness.heartbeat_age,
             dead_after_s=self.config.dead_threshold.total_seconds(),
             stopping=self._stop_requested.is_set,
+            problems=lambda: self.health.problems() if self._threads_started else [],
         )
 
     def stop(self) -> None:
@@ -338,6 +352,7 @@ class Node:
             )
         self.recovery.stop()
         self.pruner.stop()
+        self.watch.stop()
         self.heartbeat.stop()
         self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPED)
         self.hooks.stop()

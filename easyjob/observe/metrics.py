@@ -26,6 +26,7 @@ from easyjob.core.states import RunStatus
 
 __all__ = [
     "DEFAULT_TASK_LABELS",
+    "HEALTH_CAUSES",
     "NO_METRICS",
     "OTHER",
     "Gauges",
@@ -74,9 +75,15 @@ class Metrics:
     def misfired(self, task: str, n: int = 1) -> None:
         """*n* fires of *task* were recorded MISSED by this node."""
 
+    def unhealthy(self, cause: str) -> None:
+        """The node became unhealthy for *cause* (see :mod:`easyjob.node.health`)."""
+
     def watch(self, gauges: Gauges, db_counters: Callable[[], dict[str, int]]) -> None:
         """Read *gauges* and the database counters (a snapshot function) at scrape time."""
 
+
+#: The causes of ill health a node counts (``easyjob_unhealthy_total{cause=...}``).
+HEALTH_CAUSES = ("loop_failing", "due_work_held")
 
 NO_METRICS = Metrics()
 
@@ -144,6 +151,14 @@ class NodeMetrics(Metrics):
             "Runs of dead nodes (or lost track of) this node made claimable again",
             registry=r,
         )
+        self.unhealthy_total = Counter(
+            "easyjob_unhealthy",
+            "Times this node became unhealthy (its /readyz 503), by cause",
+            ["cause"],
+            registry=r,
+        )
+        for cause in HEALTH_CAUSES:  # present at 0 from the start
+            self.unhealthy_total.labels(cause)
         self._cap = task_labels
         self._lock = threading.Lock()
         self._series: dict[str, _Series] = {}
@@ -187,6 +202,9 @@ class NodeMetrics(Metrics):
     def misfired(self, task: str, n: int = 1) -> None:
         if n:
             self._for(task).misfires.inc(n)
+
+    def unhealthy(self, cause: str) -> None:
+        self.unhealthy_total.labels(cause).inc()
 
     def watch(self, gauges: Gauges, db_counters: Callable[[], dict[str, int]]) -> None:
         self.registry.register(_Live(self.node_id, gauges, db_counters))

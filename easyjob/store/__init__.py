@@ -5,7 +5,8 @@
 together: ``store.tasks`` (registration, due polling, schedule advances), ``store.runs``
 (claims and every later, version-checked transition), ``store.nodes`` (heartbeats, liveness
 in database time), ``store.history``, ``store.views`` (the dashboard's reads),
-``store.summary`` (``easyjob status``) and ``store.bench`` (``easyjob bench``).
+``store.summary`` (``easyjob status``), ``store.progress`` (runs held past due, for health)
+and ``store.bench`` (``easyjob bench``).
 
 Outside this package, code imports only this module and :mod:`easyjob.store.contract`.
 """
@@ -22,6 +23,7 @@ from easyjob.store.database import Database
 from easyjob.store.engine import dialect_of, normalize_url, safe_url
 from easyjob.store.history import HistoryStore
 from easyjob.store.nodes import Heartbeat, NodeStore
+from easyjob.store.progress import HELD_DUE_AFTER, ProgressStore
 from easyjob.store.retry import RetryPolicy, is_transient
 from easyjob.store.runs import RunStore
 from easyjob.store.schedules import ScheduleStore
@@ -31,6 +33,7 @@ from easyjob.store.tasks import TaskStore
 from easyjob.store.views import ViewStore
 
 __all__ = [
+    "HELD_DUE_AFTER",
     "RUNS_TABLE",
     "TASKS_TABLE",
     "Database",
@@ -59,6 +62,7 @@ class Store:
         self.views = ViewStore(db)
         self.summary = SummaryStore(db)
         self.bench = BenchStore(db)
+        self.progress = ProgressStore(db)
 
     @classmethod
     def open(cls, url: str, *, create: bool = False, **options: Any) -> Store:

@@ -90,6 +90,7 @@ __all__ = [
     "LastOutcome",
     "LateTask",
     "NodeStore",
+    "ProgressStore",
     "RunStore",
     "ScheduleStore",
     "Starts",
@@ -481,6 +482,16 @@ class SummaryStore(Protocol):
         ...
 
 
+class ProgressStore(Protocol):
+    """Whether nodes do the work they hold (a node's ``/readyz``, ``easyjob status``)."""
+
+    def held_due(self, by: timedelta = ..., node_id: str | None = None) -> dict[str, int]:
+        """How many runs each node (or just *node_id*) holds CLAIMED more than *by* (default
+        ``HELD_DUE_AFTER``, 10 s) past their due time in database time, neither started nor
+        handed back; runs waiting for a RUNNING run of their task are not counted."""
+        ...
+
+
 class BenchStore(Protocol):
     """``easyjob bench``: a trial's runs, and the database's own rate for the claim's SQL."""
 
@@ -543,6 +554,9 @@ class Store(Protocol):
 
     @property
     def bench(self) -> BenchStore: ...
+
+    @property
+    def progress(self) -> ProgressStore: ...
 
     @property
     def url(self) -> str:
