@@ -446,8 +446,8 @@ def test_tasks_and_status_count_successes_pruned_or_not(
 def test_status_names_a_node_that_holds_due_work_it_neither_runs_nor_hands_back(
     cli: Cli, store: Store, db_url: str
 ) -> None:
-    from tests.store.test_progress import _claim, _due_ago
     from tests.store.conftest import make_pending
+    from tests.store.test_progress import _claim, _due_ago
 
     register(store, "node-a")
     register(store, "node-b")

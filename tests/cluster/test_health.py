@@ -22,15 +22,19 @@ pytestmark = pytest.mark.cluster
 LOOP_FAILING = ("easyjob_unhealthy_total", (("cause", "loop_failing"),))
 
 
-def _privilege(db_url: str, statement: str) -> None:
-    """Run a GRANT or REVOKE as the tables' owner (the user the test's node connects as)."""
+def _privilege(db_url: str, grant: bool) -> None:
+    """Grant or revoke UPDATE on the runs table, as its owner, to itself (the user the
+    test's node connects as)."""
     engine = create_engine(db_url, pool_size=1)
     try:
         with engine.begin() as conn:
             user = conn.scalar(sa.text("SELECT current_user"))
-            conn.exec_driver_sql(
-                f"{statement} easy_job_task_detail {'FROM' if statement.startswith('REVOKE') else 'TO'} {user}"
+            verb = (
+                "GRANT UPDATE ON easy_job_task_detail TO"
+                if grant
+                else "REVOKE UPDATE ON easy_job_task_detail FROM"
             )
+            conn.exec_driver_sql(f"{verb} {user}")
     finally:
         engine.dispose()
 
@@ -46,9 +50,9 @@ def test_a_node_whose_loader_fails_every_step_is_not_ready(db_url: str, tmp_path
         assert get(f"{base}/readyz")[0] == 200
         assert samples(base)[LOOP_FAILING] == 0  # present from the start
 
-        _privilege(db_url, "REVOKE UPDATE ON")
+        _privilege(db_url, grant=False)
         wait_until("/readyz to turn 503", lambda: get(f"{base}/readyz")[0] == 503, 30)
-        status, body = get(f"{base}/readyz")
+        _, body = get(f"{base}/readyz")
         reason = json.loads(body)["reason"]
         assert reason.startswith("no progress: loop_failing: every step failed: loader for ")
         assert reason.endswith("(more than 1s); see the log")
@@ -59,7 +63,7 @@ def test_a_node_whose_loader_fails_every_step_is_not_ready(db_url: str, tmp_path
         assert node.log().count("node unhealthy (loop_failing)") == 1
         assert samples(base)[LOOP_FAILING] == 1
 
-        _privilege(db_url, "GRANT UPDATE ON")
+        _privilege(db_url, grant=True)
         wait_until("/readyz to be 200 again", lambda: get(f"{base}/readyz")[0] == 200, 30)
         wait_until("the log to say so", lambda: "node healthy again" in node.log(), 10)
         cluster.stop_all()
