@@ -14,7 +14,8 @@
     │   ├── DatabaseUnavailableError (ConnectionError)
     │   ├── SchemaMissingError (LookupError)     tables absent: run `easyjob init-db`
     │   └── SchemaVersionError                   tables of another easyjob version
-    └── TaskNotFoundError (LookupError)          no task of that name
+    ├── TaskNotFoundError (LookupError)          no task of that name
+    └── RunNotFoundError (LookupError)           no run of that id
 
 Every error names the offending value with ``!r`` and chains its cause.
 
@@ -33,6 +34,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "EasyJobError",
     "NodeIdInUseError",
+    "RunNotFoundError",
     "SchemaMissingError",
     "SchemaVersionError",
     "TaskDefinitionError",
@@ -97,6 +99,10 @@ class SchemaVersionError(DatabaseError):
 
 class TaskNotFoundError(EasyJobError, LookupError):
     """No task with the given name is registered in the database."""
+
+
+class RunNotFoundError(EasyJobError, LookupError):
+    """No run with the given id is in the database."""
 
 
 def shown(value: object, limit: int = 200) -> str:

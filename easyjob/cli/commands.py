@@ -385,6 +385,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "nodes": nodes,
     "history": history,
     "trigger": control.trigger,
+    "cancel": control.cancel,
     "schedule": control.schedule,
     "pause": _set_status(TaskStatus.PAUSED),
     "resume": _set_status(TaskStatus.ACTIVE),

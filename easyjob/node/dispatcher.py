@@ -177,6 +177,17 @@ class Dispatcher:
         """Whether the dispatcher thread runs (or has not been started yet)."""
         return self._thread.is_alive() or not self._thread.ident
 
+    def cancel(self, run_id: int) -> Run | None:
+        """Set the cancellation flag of run *run_id* if its function runs here (the run was
+        cancelled on request): a thread's job sees ``ctx.cancelled``, a child is killed.
+        Returns the run, or None."""
+        with self._lock:
+            active = self._active.get(run_id)
+        if active is None or active.cancel.is_set():
+            return None
+        active.cancel.set()
+        return active.run
+
     def submit(self, runs: list[Run]) -> None:
         """Hold *runs* (just claimed) until their time; those claimed RUNNING (claimed and
         started in one write) take a worker slot now and are called at their due time."""

@@ -20,6 +20,7 @@ from easyjob.core.strategies import load_strategy
 from easyjob.errors import EasyJobError
 from easyjob.events import Hook
 from easyjob.logs import ContextLogger
+from easyjob.node.cancels import CancelWatch
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.health import Health, HealthWatch
 from easyjob.node.heartbeat import Heartbeater, Membership
@@ -145,7 +146,7 @@ class Node:
         self.dispatcher.jobs.warm()
         self.hooks.start()
         parts = (self.heartbeat, self.dispatcher, self.planner, self.loader, self.recovery)
-        for part in (*parts, self.pruner, self.watch):
+        for part in (*parts, self.pruner, self.watch, self.cancels):
             part.start()
         self._threads_started = True
         self._started_at = self.clock.monotonic()
@@ -242,8 +243,18 @@ class Node:
         self.watch = HealthWatch(
             self.store, self.config.node_id, self.config.heartbeat, self.health, self.log
         )
+        self.cancels = CancelWatch(
+            self.store,
+            self.config.poll,
+            self.dispatcher.held_ids,
+            self.dispatcher.cancel,
+            self.log,
+            self.metrics,
+            isolated=self.dispatcher.jobs.isolated,
+        )
         loops: tuple[Loop, ...] = (
-            self.heartbeat, self.loader, self.planner, self.recovery, self.pruner, self.watch
+            self.heartbeat, self.loader, self.planner, self.recovery, self.pruner, self.watch,
+            self.cancels,
         )  # fmt: skip
         for loop in loops:
             loop.progress = self.health.step
@@ -353,6 +364,7 @@ class Node:
         self.recovery.stop()
         self.pruner.stop()
         self.watch.stop()
+        self.cancels.stop()
         self.heartbeat.stop()
         self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPED)
         self.hooks.stop()

@@ -78,6 +78,9 @@ class Metrics:
     def unhealthy(self, cause: str) -> None:
         """The node became unhealthy for *cause* (see :mod:`easyjob.node.health`)."""
 
+    def cancelled(self, task: str) -> None:
+        """A running run of *task* here was cancelled on request and its job stopped."""
+
     def watch(self, gauges: Gauges, db_counters: Callable[[], dict[str, int]]) -> None:
         """Read *gauges* and the database counters (a snapshot function) at scrape time."""
 
@@ -159,6 +162,11 @@ class NodeMetrics(Metrics):
         )
         for cause in HEALTH_CAUSES:  # present at 0 from the start
             self.unhealthy_total.labels(cause)
+        self.cancels = Counter(
+            "easyjob_runs_cancelled",
+            "Running runs this node stopped because they were cancelled on request",
+            registry=r,
+        )
         self._cap = task_labels
         self._lock = threading.Lock()
         self._series: dict[str, _Series] = {}
@@ -205,6 +213,9 @@ class NodeMetrics(Metrics):
 
     def unhealthy(self, cause: str) -> None:
         self.unhealthy_total.labels(cause).inc()
+
+    def cancelled(self, task: str) -> None:
+        self.cancels.inc()
 
     def watch(self, gauges: Gauges, db_counters: Callable[[], dict[str, int]]) -> None:
         self.registry.register(_Live(self.node_id, gauges, db_counters))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from easyjob.errors import SchemaMissingError
 from easyjob.store import contract
 from easyjob.store.bench import BenchStore
+from easyjob.store.cancels import CancelStore
 from easyjob.store.database import Database
 from easyjob.store.engine import dialect_of, normalize_url, safe_url
 from easyjob.store.history import HistoryStore
@@ -63,6 +64,7 @@ class Store:
         self.summary = SummaryStore(db)
         self.bench = BenchStore(db)
         self.progress = ProgressStore(db)
+        self.cancels = CancelStore(db)
 
     @classmethod
     def open(cls, url: str, *, create: bool = False, **options: Any) -> Store:

@@ -68,6 +68,7 @@ from easyjob.core.store_values import (
     Backlog,
     Blocked,
     Bucket,
+    Cancelled,
     FailingTask,
     Heartbeat,
     LastOutcome,
@@ -84,6 +85,8 @@ __all__ = [
     "BenchStore",
     "Blocked",
     "Bucket",
+    "CancelStore",
+    "Cancelled",
     "FailingTask",
     "Heartbeat",
     "HistoryStore",
@@ -482,6 +485,20 @@ class SummaryStore(Protocol):
         ...
 
 
+class CancelStore(Protocol):
+    """Cancelling runs on request, from any host (see :mod:`easyjob.store.cancels`)."""
+
+    def cancel(self, run_id: int, reason: str = ...) -> Cancelled:
+        """End run *run_id* CANCELLED unless it ended already (version-checked); a node
+        then starting it, or writing its outcome, is fenced. RunNotFoundError for an
+        unknown id."""
+        ...
+
+    def cancelled(self, run_ids: Collection[int]) -> set[int]:
+        """Which of *run_ids* are CANCELLED now (a node asks about the runs it runs)."""
+        ...
+
+
 class ProgressStore(Protocol):
     """Whether nodes do the work they hold (a node's ``/readyz``, ``easyjob status``)."""
 
@@ -557,6 +574,9 @@ class Store(Protocol):
 
     @property
     def progress(self) -> ProgressStore: ...
+
+    @property
+    def cancels(self) -> CancelStore: ...
 
     @property
     def url(self) -> str:
