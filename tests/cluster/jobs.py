@@ -220,3 +220,25 @@ if os.environ.get("EASYJOB_TEST_MATRIX"):
         child process whatever the node's executor, so it takes no node down."""
         record(ctx, "started")
         os._exit(3)
+
+
+# Cancel (tests/cluster/test_cancel.py): a cooperative job on a thread, a sleeping one in a
+# child process (its started line names its pid).
+if os.environ.get("EASYJOB_TEST_CANCEL"):
+
+    @scheduled("0 0 1 1 *", name="c_coop")
+    def c_coop(ctx: TaskContext) -> None:
+        record(ctx, "started")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if ctx.is_cancelled():
+                record(ctx, "cancelled")
+                return
+            time.sleep(0.01)
+        record(ctx, "finished")
+
+    @scheduled("0 0 1 1 *", name="c_sleep", executor="process")
+    def c_sleep(ctx: TaskContext) -> None:
+        record(ctx, f"pid-{os.getpid()}")
+        time.sleep(60)
+        record(ctx, "finished")
