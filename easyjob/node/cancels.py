@@ -1,8 +1,9 @@
 """The cancel watch: stops the jobs of this node's runs cancelled on request.
 
 ``easyjob cancel RUN_ID`` (or :func:`easyjob.control.cancel`), from any host, ends the run
-CANCELLED in the database. Once per poll this thread asks which of the runs this node holds
-were cancelled, and sets their cancellation flags: a job on a thread sees
+CANCELLED in the database. Once per poll, while jobs run here, this thread asks which of
+them were cancelled (one read by primary key of at most ``workers`` ids), and sets their
+cancellation flags: a job on a thread sees
 ``ctx.cancelled`` (an ``async def`` job's task is cancelled), a job in a child process is
 killed. A waiting run needs nothing here: its start is fenced, so it never starts.
 """
@@ -21,7 +22,7 @@ __all__ = ["CancelWatch"]
 
 
 class CancelWatch(Loop):
-    """Every *interval* seconds: stop the jobs of held runs that were cancelled."""
+    """Every *interval* seconds: stop the jobs of running runs that were cancelled."""
 
     name = "cancels"
 
@@ -29,7 +30,7 @@ class CancelWatch(Loop):
         self,
         store: Store,
         interval: float,
-        held: Callable[[], set[int]],
+        running: Callable[[], set[int]],
         stop: Callable[[int], Run | None],
         log: logging.LoggerAdapter[logging.Logger],
         metrics: Metrics = NO_METRICS,
@@ -37,18 +38,18 @@ class CancelWatch(Loop):
     ) -> None:
         super().__init__(interval, log)
         self._store = store
-        self._held = held
+        self._running = running
         self._stop_job = stop
         self._metrics = metrics
         self._isolated = isolated
 
     def step(self) -> None:
-        held = self._held()
-        if not held:
+        running = self._running()
+        if not running:
             return
-        for run_id in sorted(self._store.cancels.cancelled(held)):
+        for run_id in sorted(self._store.cancels.cancelled(running)):
             run = self._stop_job(run_id)
-            if run is None:  # waiting: its start is fenced; or stopped already
+            if run is None:  # returned meanwhile, or stopped already
                 continue
             self._metrics.cancelled(run.task_name)
             how = "its child process killed" if self._isolated(run) else "its job told"

@@ -177,6 +177,11 @@ class Dispatcher:
         """Whether the dispatcher thread runs (or has not been started yet)."""
         return self._thread.is_alive() or not self._thread.ident
 
+    def running_ids(self) -> set[int]:
+        """Runs whose function runs here now (at most one per worker)."""
+        with self._lock:
+            return set(self._active)
+
     def cancel(self, run_id: int) -> Run | None:
         """Set the cancellation flag of run *run_id* if its function runs here (the run was
         cancelled on request): a thread's job sees ``ctx.cancelled``, a child is killed.

@@ -246,7 +246,7 @@ class Node:
         self.cancels = CancelWatch(
             self.store,
             self.config.poll,
-            self.dispatcher.held_ids,
+            self.dispatcher.running_ids,
             self.dispatcher.cancel,
             self.log,
             self.metrics,
