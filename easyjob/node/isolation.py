@@ -128,6 +128,7 @@ class ProcessPool:
         except (EOFError, OSError, BrokenPipeError):
             forget()
             child.close()
+            self._replace()
             return Outcome(error=_died(child.process.exitcode, cancelled.is_set()))
         forget()
         error, traceback, result, note = reply
@@ -164,6 +165,13 @@ class ProcessPool:
         # off the run's path: the outcome is reported while the child exits and a warm
         # replacement starts
         threading.Thread(target=self._retire, args=(child, replace), daemon=True).start()
+
+    def _replace(self) -> None:
+        """Start a warm child in the background for one that died or was killed."""
+        with self._lock:
+            if self._closed:
+                return
+        threading.Thread(target=self.warm, name="easyjob-warm", daemon=True).start()
 
     def _retire(self, child: _Child, replace: bool) -> None:
         child.close()
