@@ -50,6 +50,15 @@ def wait_until(what: str, predicate: Callable[[], T], timeout: float) -> T:
         time.sleep(0.05)
 
 
+def process_gone(pid: int) -> bool:
+    """Whether process *pid* has exited: no such process, or a zombie not reaped yet."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status
+
+
 class NodeProcess:
     def __init__(
         self,

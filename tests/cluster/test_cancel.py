@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 
 from easyjob.cli import main
 from easyjob.core.states import RunStatus
-from tests.cluster.harness import Cluster, wait_until
+from tests.cluster.harness import Cluster, process_gone, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -24,14 +23,6 @@ def _cancel(db_url: str, run_id: int) -> tuple[int, str]:
     with contextlib.redirect_stdout(out):
         code = main(["cancel", str(run_id), "--db", db_url])
     return code, out.getvalue().strip()
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_cancel_a_thread_job_a_process_job_and_a_pending_run(db_url: str, tmp_path: Path) -> None:
@@ -60,7 +51,7 @@ def test_cancel_a_thread_job_a_process_job_and_a_pending_run(db_url: str, tmp_pa
         )
 
         wait_until("the thread job to see it", lambda: "cancelled" in events(coop), 10)
-        wait_until("the child to be killed", lambda: _gone(pid), 10)
+        wait_until("the child to be killed", lambda: process_gone(pid), 10)
         assert events(coop) == ["started", "cancelled"]
         assert events(sleep) == [pid_event]
         assert events(later) == []
