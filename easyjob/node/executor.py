@@ -75,8 +75,8 @@ class JobRunner:
         self._pool = pool or ThreadPoolExecutor(workers, thread_name_prefix="easyjob-worker")
         entries = [*tasks.values(), *self._runnable.values()]
         preload(entry.fn.__module__ for entry in entries)
-        self.children = ProcessPool()
         self._isolating = isolation == "process" or any(e.executor == "process" for e in entries)
+        self.children = ProcessPool(max_idle=workers if self._isolating else 1)
         self._isolable = {id(e.fn) for e in entries if importable(e)}
         self._check_isolable(e for e in entries if (e.executor or isolation) == "process")
 

@@ -6,7 +6,9 @@ single-threaded process started once, so the node's threads and locks are never 
 that preloaded easyjob and the node's job modules (``set_forkserver_preload``): a child
 starts in a few milliseconds, with nothing left to import. A child is reused for up to
 :data:`RUNS_PER_CHILD` runs, one at a time, then replaced; a child that crashed or was
-killed is replaced too. A run costs a round trip on a pipe (its :class:`JobCall` there,
+killed is replaced too. At most as many children wait idle as the node may need at once:
+its workers on a node that calls its runs in children, one on a thread node (whose children
+make only the rare recovered run). A run costs a round trip on a pipe (its :class:`JobCall` there,
 its :class:`~easyjob.core.outcome.Outcome` back), and the call itself is the same
 :func:`~easyjob.node.jobcall.invoke` as on a thread.
 
@@ -90,10 +92,12 @@ class _Child:
 
 
 class ProcessPool:
-    """Warm child processes, each making one call at a time (see the module docstring)."""
+    """Warm child processes, each making one call at a time (see the module docstring);
+    at most *max_idle* of them wait idle, the others exit once their call returns."""
 
-    def __init__(self, runs_per_child: int = RUNS_PER_CHILD) -> None:
+    def __init__(self, runs_per_child: int = RUNS_PER_CHILD, max_idle: int = 1) -> None:
         self._runs_per_child = runs_per_child
+        self._max_idle = max_idle
         self._idle: list[_Child] = []
         self._all: weakref.WeakSet[_Child] = weakref.WeakSet()
         self._lock = threading.Lock()
@@ -158,10 +162,13 @@ class ProcessPool:
 
     def _give_back(self, child: _Child) -> None:
         with self._lock:
-            if not self._closed and child.runs < self._runs_per_child:
+            if self._closed or len(self._idle) >= self._max_idle:
+                replace = False  # enough idle children (e.g. after a burst of recovered runs)
+            elif child.runs < self._runs_per_child:
                 self._idle.append(child)
                 return
-            replace = not self._closed
+            else:
+                replace = True
         # off the run's path: the outcome is reported while the child exits and a warm
         # replacement starts
         threading.Thread(target=self._retire, args=(child, replace), daemon=True).start()
