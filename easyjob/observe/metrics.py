@@ -94,13 +94,14 @@ NO_METRICS = Metrics()
 class _Series:
     """The metric children of one task label, looked up once and kept."""
 
-    __slots__ = ("duration", "finished", "lateness", "misfires", "started")
+    __slots__ = ("cancelled", "duration", "finished", "lateness", "misfires", "started")
 
     def __init__(self, metrics: NodeMetrics, label: str) -> None:
         self.started = metrics.runs_started.labels(label)
         self.lateness = metrics.lateness.labels(label)
         self.duration = metrics.duration.labels(label)
         self.misfires = metrics.misfires.labels(label)
+        self.cancelled = metrics.cancels.labels(label)
         self.finished = {
             outcome: metrics.runs_finished.labels(label, outcome)
             for outcome in ("success", "failure")
@@ -165,6 +166,7 @@ class NodeMetrics(Metrics):
         self.cancels = Counter(
             "easyjob_runs_cancelled",
             "Running runs this node stopped because they were cancelled on request",
+            ["task"],
             registry=r,
         )
         self._cap = task_labels
@@ -215,7 +217,7 @@ class NodeMetrics(Metrics):
         self.unhealthy_total.labels(cause).inc()
 
     def cancelled(self, task: str) -> None:
-        self.cancels.inc()
+        self._for(task).cancelled.inc()
 
     def watch(self, gauges: Gauges, db_counters: Callable[[], dict[str, int]]) -> None:
         self.registry.register(_Live(self.node_id, gauges, db_counters))
