@@ -17,19 +17,23 @@ venv: $(VENV)/.stamp
 $(VENV)/.stamp: setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,postgres]'
+	$(BIN)/python -m pip install --quiet -e '.[test,postgres,mysql]'
 	touch $@
 
 # chromium and chromium-driver: the dashboard's browser tests (tests/web/test_browser.py).
+# pgbouncer: the store and cluster tests through PgBouncer in transaction pooling mode
+# (tests/rig/servers.py starts it in front of the test PostgreSQL; the Debian service is unused).
 # mariadb-server's post-install script cannot start a service without systemd; that is
 # harmless, so success is judged by the binaries being there afterwards.
 HAVE_MARIADB := command -v mariadbd >/dev/null 2>&1 || test -x /usr/sbin/mariadbd
 HAVE_POSTGRES := command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
+HAVE_PGBOUNCER := command -v pgbouncer >/dev/null 2>&1 || test -x /usr/sbin/pgbouncer
 
 deps:
 	@need=""; \
 	$(HAVE_MARIADB) || need="$$need mariadb-server mariadb-client"; \
 	$(HAVE_POSTGRES) || need="$$need postgresql"; \
+	$(HAVE_PGBOUNCER) || need="$$need pgbouncer"; \
 	command -v faketime >/dev/null 2>&1 || need_faketime=1; \
 	{ test -x /usr/bin/chromium && test -x /usr/bin/chromedriver; } || need="$$need chromium chromium-driver"; \
 	if [ -n "$$need" ] || [ -n "$$need_faketime" ]; then $(APT_GET) update; fi; \
@@ -38,6 +42,7 @@ deps:
 		$(APT_GET) install -y $$need || true; \
 		$(HAVE_MARIADB) || { echo "deps: MariaDB is still missing" >&2; exit 1; }; \
 		$(HAVE_POSTGRES) || { echo "deps: PostgreSQL is still missing" >&2; exit 1; }; \
+		$(HAVE_PGBOUNCER) || { echo "deps: PgBouncer is still missing" >&2; exit 1; }; \
 		test -x /usr/bin/chromedriver || { echo "deps: chromium-driver is still missing" >&2; exit 1; }; \
 	fi; \
 	if [ -n "$$need_faketime" ]; then \
@@ -50,7 +55,7 @@ test: venv deps
 # The inner loop: pure units, in-process nodes on a fake clock, and the store on SQLite;
 # no server, no node process.
 test-fast: venv
-	$(BIN)/python -m pytest -q tests/unit tests/node tests/store tests/cli/test_settings.py -k "not postgresql and not mariadb" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q tests/unit tests/node tests/store tests/cli/test_settings.py -k "not postgresql and not mariadb and not pgbouncer" $(PYTEST_ARGS)
 
 # The whole reliability suite (docs/reliability.md); `make test` runs only its fast tier.
 # With EASYJOB_CHAOS_REPORT=results.jsonl each scenario appends its report there.

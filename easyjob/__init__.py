@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from easyjob.clock import Clock, FakeClock, SystemClock
 from easyjob.context import TaskContext
-from easyjob.control import add_schedule, remove_schedule, set_schedule, trigger
+from easyjob.control import (
+    add_schedule,
+    pause,
+    remove_schedule,
+    rerun,
+    resume,
+    set_schedule,
+    trigger,
+)
 from easyjob.core.config import NodeConfig
 from easyjob.core.states import Misfire, Overlap
 from easyjob.decorator import runnable, scheduled
@@ -15,7 +23,10 @@ from easyjob.errors import (
     DatabaseUnavailableError,
     DatabaseURLError,
     EasyJobError,
+    NotRunnableError,
     SchemaMissingError,
+    SchemaOutdatedError,
+    SchemaTooNewError,
     SchemaVersionError,
     TaskDefinitionError,
     TaskNotFoundError,
@@ -42,10 +53,13 @@ __all__ = [
     "Misfire",
     "Node",
     "NodeConfig",
+    "NotRunnableError",
     "Overlap",
     "Registry",
     "RunEvent",
     "SchemaMissingError",
+    "SchemaOutdatedError",
+    "SchemaTooNewError",
     "SchemaVersionError",
     "Store",
     "SystemClock",
@@ -56,7 +70,10 @@ __all__ = [
     "UnknownTimeZoneError",
     "__version__",
     "add_schedule",
+    "pause",
     "remove_schedule",
+    "rerun",
+    "resume",
     "runnable",
     "scheduled",
     "set_schedule",

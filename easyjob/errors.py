@@ -14,8 +14,11 @@
     │   ├── DatabaseUnavailableError (ConnectionError)
     │   ├── SchemaMissingError (LookupError)     tables absent: run `easyjob init-db`
     │   └── SchemaVersionError                   tables of another easyjob version
+    │       ├── SchemaOutdatedError              older: run `easyjob upgrade-db`
+    │       └── SchemaTooNewError                newer, not compatible: upgrade easyjob
     ├── TaskNotFoundError (LookupError)          no task of that name
-    └── RunNotFoundError (LookupError)           no run of that id
+    ├── RunNotFoundError (LookupError)           no run of that id
+    └── NotRunnableError (LookupError)           no live node's code can run that function
 
 Every error names the offending value with ``!r`` and chains its cause.
 
@@ -34,8 +37,11 @@ __all__ = [
     "DatabaseUnavailableError",
     "EasyJobError",
     "NodeIdInUseError",
+    "NotRunnableError",
     "RunNotFoundError",
     "SchemaMissingError",
+    "SchemaOutdatedError",
+    "SchemaTooNewError",
     "SchemaVersionError",
     "TaskDefinitionError",
     "TaskNotFoundError",
@@ -97,12 +103,26 @@ class SchemaVersionError(DatabaseError):
     """The easyjob tables were created by another schema version."""
 
 
+class SchemaOutdatedError(SchemaVersionError):
+    """The easyjob tables are of an older schema version: ``easyjob upgrade-db`` upgrades them."""
+
+
+class SchemaTooNewError(SchemaVersionError):
+    """The easyjob tables are of a newer schema version that this code cannot run on."""
+
+
 class TaskNotFoundError(EasyJobError, LookupError):
     """No task with the given name is registered in the database."""
 
 
 class RunNotFoundError(EasyJobError, LookupError):
     """No run with the given id is in the database."""
+
+
+class NotRunnableError(EasyJobError, LookupError):
+    """No live node's code can run the function a schedule names: it is not ``@runnable``
+    in any live node's code, or does not exist there (``--force`` adds it anyway, ahead of
+    a deploy)."""
 
 
 def shown(value: object, limit: int = 200) -> str:

@@ -139,4 +139,6 @@ def setup(level: str = "INFO", fmt: str = "text") -> logging.Handler:
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # Alembic narrates each step at INFO; easyjob.store.migrations logs what an operator needs
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, root.level))
     return handler

@@ -1,6 +1,28 @@
--- easyjob schema version 4 for mysql.
+-- easyjob schema version 5 for mysql.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
+
+CREATE TABLE easy_job_audit (
+	id BIGINT NOT NULL AUTO_INCREMENT,
+	at DATETIME(6) NOT NULL,
+	actor VARCHAR(255) NOT NULL,
+	action VARCHAR(32) NOT NULL,
+	target VARCHAR(255),
+	detail JSON,
+	result VARCHAR(16) NOT NULL,
+	message TEXT,
+	remote VARCHAR(64),
+	PRIMARY KEY (id)
+)COMMENT='One row per operator action from the dashboard: who, what, when, and its result.';
+
+CREATE INDEX ix_easy_job_audit_at ON easy_job_audit (at);
+
+CREATE TABLE easy_job_catalog (
+	catalog VARCHAR(64) NOT NULL,
+	body MEDIUMTEXT NOT NULL,
+	create_time DATETIME(6) NOT NULL,
+	PRIMARY KEY (catalog)
+)COMMENT='What a node''s code declares (task name -> function, and the functions allowed for tasks added at run time), as JSON, once per distinct catalog; easy_job_node.catalog names it.';
 
 CREATE TABLE easy_job_meta (
 	name VARCHAR(64) NOT NULL,
@@ -25,6 +47,7 @@ CREATE TABLE easy_job_node (
 	stuck_count INTEGER NOT NULL DEFAULT 0,
 	version BIGINT NOT NULL DEFAULT 0,
 	broadcast_tasks JSON,
+	catalog VARCHAR(64),
 	PRIMARY KEY (node_id)
 )COMMENT='One row per node incarnation; liveness is heartbeat_at judged in database time.';
 
@@ -112,4 +135,12 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '4');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '5');
+INSERT INTO easy_job_meta (name, value) VALUES ('compatible_from', '4');
+
+-- Alembic's record of the same version, for `easyjob upgrade-db` later.
+CREATE TABLE easy_job_alembic_version (
+	version_num VARCHAR(32) NOT NULL,
+	CONSTRAINT easy_job_alembic_version_pkc PRIMARY KEY (version_num)
+);
+INSERT INTO easy_job_alembic_version (version_num) VALUES ('schema_5');

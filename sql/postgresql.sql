@@ -1,6 +1,28 @@
--- easyjob schema version 4 for postgresql.
+-- easyjob schema version 5 for postgresql.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
+
+CREATE TABLE easy_job_audit (
+	id BIGSERIAL NOT NULL,
+	at TIMESTAMP WITHOUT TIME ZONE NOT NULL,
+	actor VARCHAR(255) NOT NULL,
+	action VARCHAR(32) NOT NULL,
+	target VARCHAR(255),
+	detail JSON,
+	result VARCHAR(16) NOT NULL,
+	message TEXT,
+	remote VARCHAR(64),
+	PRIMARY KEY (id)
+);
+
+CREATE INDEX ix_easy_job_audit_at ON easy_job_audit (at);
+
+CREATE TABLE easy_job_catalog (
+	catalog VARCHAR(64) NOT NULL,
+	body TEXT NOT NULL,
+	create_time TIMESTAMP WITHOUT TIME ZONE NOT NULL,
+	PRIMARY KEY (catalog)
+);
 
 CREATE TABLE easy_job_meta (
 	name VARCHAR(64) NOT NULL,
@@ -25,6 +47,7 @@ CREATE TABLE easy_job_node (
 	stuck_count INTEGER DEFAULT 0 NOT NULL,
 	version BIGINT DEFAULT 0 NOT NULL,
 	broadcast_tasks JSON,
+	catalog VARCHAR(64),
 	PRIMARY KEY (node_id)
 );
 
@@ -112,4 +135,12 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '4');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '5');
+INSERT INTO easy_job_meta (name, value) VALUES ('compatible_from', '4');
+
+-- Alembic's record of the same version, for `easyjob upgrade-db` later.
+CREATE TABLE easy_job_alembic_version (
+	version_num VARCHAR(32) NOT NULL,
+	CONSTRAINT easy_job_alembic_version_pkc PRIMARY KEY (version_num)
+);
+INSERT INTO easy_job_alembic_version (version_num) VALUES ('schema_5');

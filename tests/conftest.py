@@ -1,7 +1,8 @@
 """Shared fixtures: real database servers and a fresh, empty database per test and backend.
 
 A test that takes ``db_url`` runs once per backend, with ids ``sqlite``, ``postgresql`` and
-``mariadb``; ``db_server`` gives the server object of that backend (None for SQLite) for fault
+``mariadb`` (the store tests also ``pgbouncer``: PostgreSQL behind PgBouncer in transaction
+pooling mode); ``db_server`` gives the server object of that backend (None for SQLite) for fault
 injection. Servers start on first use, once per session, and are stopped at its end. A server
 that cannot start skips its tests, or fails them when ``CI`` is set.
 """
@@ -22,11 +23,13 @@ from typing import NoReturn, TypeVar
 import pytest
 
 from easyjob.store import RetryPolicy, Store
-from tests.rig.backends import BACKENDS, backend_params
+from tests.rig.backends import ALL_BACKENDS, backend_params
 from tests.rig.servers import (
     DatabaseServer,
     MariaDBServer,
+    PgBouncerServer,
     PostgresServer,
+    PostgresStandby,
     ServerError,
     reap_orphans,
 )
@@ -46,7 +49,7 @@ def _interrupt(signum: int, frame: object) -> NoReturn:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for backend in BACKENDS:
+    for backend in ALL_BACKENDS:
         config.addinivalue_line("markers", f"{backend}: the {backend} run of a db_url test")
     # SIGTERM would end pytest without fixture teardown or atexit; make it an interrupt.
     in_main = threading.current_thread() is threading.main_thread()
@@ -102,7 +105,56 @@ def mariadb_server() -> Iterator[MariaDBServer]:
     yield from _session_server(MariaDBServer)
 
 
-_SERVER_FIXTURES = {"postgresql": "postgres_server", "mariadb": "mariadb_server"}
+@pytest.fixture(scope="session")
+def pgbouncer_server(postgres_server: PostgresServer) -> Iterator[PgBouncerServer]:
+    """PgBouncer in transaction pooling mode (otherwise at its defaults) in front of the
+    session's PostgreSQL server, started on first use."""
+    reason = PgBouncerServer.missing()
+    if reason:
+        _unavailable(f"pgbouncer unavailable: {reason}")
+    if not postgres_server.managed:
+        _unavailable("pgbouncer: not started in front of an external PostgreSQL server")
+    server = PgBouncerServer(postgres_server)
+    try:
+        try:
+            server.start()
+        except ServerError as exc:
+            _unavailable(f"cannot start pgbouncer: {exc}")
+        _startup_times["pgbouncer"] = f"on port {server.port}"
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def postgres_primary_and_standby() -> Iterator[tuple[PostgresServer, PostgresStandby]]:
+    """A PostgreSQL primary with a database ``app`` and its streaming hot standby, both of
+    this test's own (a test may kill the primary and promote the standby)."""
+    reason = PostgresServer.missing()
+    if reason:
+        _unavailable(f"postgresql unavailable: {reason}")
+    primary = PostgresServer()
+    standby: PostgresStandby | None = None
+    try:
+        try:
+            primary.start()
+            primary.create_database("app")
+            standby = PostgresStandby(primary)
+            standby.start()
+        except ServerError as err:
+            _unavailable(f"cannot start a PostgreSQL primary and standby: {err}")
+        yield primary, standby
+    finally:
+        if standby is not None:
+            standby.close()
+        primary.close()
+
+
+_SERVER_FIXTURES = {
+    "postgresql": "postgres_server",
+    "mariadb": "mariadb_server",
+    "pgbouncer": "pgbouncer_server",
+}
 
 
 @pytest.fixture(params=backend_params())

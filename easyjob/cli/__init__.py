@@ -11,9 +11,12 @@ Exit codes (also in ``docs/cli.md``):
        version (DatabaseError), or a database error that outlasted the retries
 4      no task of the given name (TaskNotFoundError): ``trigger``, ``pause``, ``resume``,
        ``history --task``; no run of the given id (RunNotFoundError): ``cancel``
-5      ``trigger`` made the run, but no live node registered the task: it waits PENDING
-       until a node whose code declares the task starts (a warning on stderr says so)
-6      ``cancel``: the run had ended already (SUCCESS, FAILED, ...): nothing changed
+5      ``trigger`` made the run, but no live node can run the task: it waits PENDING
+       until a node whose code declares the task (or allows its function with
+       ``@runnable``) starts (a warning on stderr says so)
+6      ``schedule add`` or ``schedule set`` refused: no live node can run the function
+       (NotRunnableError); nothing was written. ``--force`` writes it anyway
+7      ``cancel``: the run had ended already (SUCCESS, FAILED, ...): nothing changed
 130    interrupted: Ctrl-C during a command, or a second SIGTERM/SIGINT while a node stops
 =====  =====================================================================================
 
@@ -30,13 +33,20 @@ from collections.abc import Sequence
 from easyjob import logs
 from easyjob.cli.commands import COMMANDS
 from easyjob.cli.options import build_parser
-from easyjob.errors import ConfigError, DatabaseError, RunNotFoundError, TaskNotFoundError
+from easyjob.errors import (
+    ConfigError,
+    DatabaseError,
+    NotRunnableError,
+    RunNotFoundError,
+    TaskNotFoundError,
+)
 
 __all__ = [
     "EXIT_DATABASE",
     "EXIT_ERROR",
     "EXIT_INTERRUPTED",
     "EXIT_NOT_RUNNABLE",
+    "EXIT_NO_NODE_CAN_RUN",
     "EXIT_NO_TASK",
     "EXIT_OK",
     "EXIT_USAGE",
@@ -45,6 +55,7 @@ __all__ = [
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DATABASE, EXIT_NO_TASK = 0, 1, 2, 3, 4
 EXIT_NOT_RUNNABLE = 5
+EXIT_NO_NODE_CAN_RUN = 6
 EXIT_INTERRUPTED = 130
 
 log = logging.getLogger("easyjob.cli")
@@ -70,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except (TaskNotFoundError, RunNotFoundError) as err:
         return _fail(err, EXIT_NO_TASK)
+    except NotRunnableError as err:
+        return _fail(err, EXIT_NO_NODE_CAN_RUN)
     except ConfigError as err:
         return _fail(err, EXIT_USAGE)
     except DatabaseError as err:

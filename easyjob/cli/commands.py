@@ -12,16 +12,18 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from easyjob.cli import control, views
 from easyjob.cli.output import Column, dumps, duration, iso, table
+from easyjob.cli.waiting import WAITED_FOR, Switch, wait_for_schema, waiting_app
 from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
 from easyjob.errors import ConfigError
-from easyjob.store import HELD_DUE_AFTER, Store, render_ddl
+from easyjob.store import HELD_DUE_AFTER, Store, render_ddl, render_upgrade, upgrade_schema
 from easyjob.store.contract import is_pattern
+from easyjob.views import read
 
 __all__ = ["COMMANDS"]
 
@@ -59,14 +61,18 @@ def run(args: argparse.Namespace) -> int:
     if not len(default_registry):
         raise ConfigError(f"no @scheduled tasks found in {' '.join(args.jobs)}")
     default_registry.resolved()
-    store = Store.open(
-        args.db,
-        create=True,
-        pool_size=config.workers + 4,
-        # a transaction paused longer than this loses its session and so its row locks
-        # before peers would judge the node dead and try to take its runs
-        stuck_transaction_s=max(1.0, config.dead_threshold.total_seconds() / 2),
-    )
+
+    def open_store() -> Store:
+        return Store.open(
+            args.db,
+            create=True,
+            pool_size=config.workers + 4,
+            # a transaction paused longer than this loses its session and so its row locks
+            # before peers would judge the node dead and try to take its runs
+            stuck_transaction_s=max(1.0, config.dead_threshold.total_seconds() / 2),
+        )
+
+    store = _open_waiting(open_store, args) if args.http else open_store()
     try:
         node = Node(store, config, http=args.http)
         node.run()
@@ -75,6 +81,23 @@ def run(args: argparse.Namespace) -> int:
     finally:
         store.close()
     return EXIT_OK
+
+
+def _open_waiting(open_store: Callable[[], Store], args: argparse.Namespace) -> Store:
+    """``run --http``: the store once the database and its tables are there (see
+    :mod:`easyjob.cli.waiting`), answering /healthz and /readyz on the node's address
+    meanwhile; the node binds it again once the store is open."""
+    from easyjob.observe.http import HttpServer
+
+    reason = ["starting"]
+    server = HttpServer(args.http, waiting_app(lambda: reason[0]), name="waiting")
+    server.start()
+    try:
+        return wait_for_schema(
+            open_store, args.schema_wait.total_seconds(), on_wait=lambda r: reason.__setitem__(0, r)
+        )
+    finally:
+        server.close()
 
 
 def init_db(args: argparse.Namespace) -> int:
@@ -86,22 +109,32 @@ def init_db(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def upgrade_db(args: argparse.Namespace) -> int:
+    before, after = upgrade_schema(args.db)
+    if before == after:
+        _out(f"easyjob tables are schema version {after} already: nothing to upgrade")
+    else:
+        _out(f"easyjob tables upgraded from schema version {before} to {after}")
+    return EXIT_OK
+
+
 def sql(args: argparse.Namespace) -> int:
-    sys.stdout.write(render_ddl(args.dialect))
+    if args.upgrade_from is not None:
+        sys.stdout.write(render_upgrade(args.dialect, args.upgrade_from))
+    else:
+        sys.stdout.write(render_ddl(args.dialect))
     return EXIT_OK
 
 
 #: ``status`` counts a task as late once its oldest unstarted fire is this much overdue.
 LATE_AFTER = timedelta(seconds=2)
-#: ``tasks`` reads the backlog of just the listed tasks up to this many (bound parameters).
-_LISTED_BACKLOG = 1000
 
 
 def status(args: argparse.Namespace) -> int:
     with existing_store(args.db) as store:
         summary = store.summary.summary(window=args.window, late_after=LATE_AFTER, top=args.top)
         _, nodes = store.nodes.all()
-        failures = views.run_rows(store.history.failures(limit=args.failures))
+        failures = read.failures(store, limit=args.failures)
         held_due = store.progress.held_due()
     # ages in the summary's database time, so that they agree with its db_time and lags
     shown = [
@@ -186,28 +219,12 @@ def _section(title: str, rows: list[views.Row], columns: tuple[Column, ...]) -> 
     return f"{title}\n{table(rows, columns)}"
 
 
-def code_since(store: Store) -> datetime | None:
-    """The start of the oldest live node (RUNNING, heartbeat younger than
-    :data:`views.GONE_AFTER_S`), or None when no node is live: a task whose ``seen_time`` is
-    older was registered by no live node's code."""
-    _, known = store.nodes.all()
-    starts = [
-        n.started_at
-        for n in known
-        if n.status == NodeStatus.RUNNING and n.age_s <= views.GONE_AFTER_S
-    ]
-    return min(starts, default=None)
-
-
 def tasks(args: argparse.Namespace) -> int:
     with existing_store(args.db) as store:
         total, found = store.views.find_tasks(task=args.task, status=args.status, limit=args.limit)
         if args.task is not None and not is_pattern(args.task) and not total:
             store.tasks.get(args.task)  # an unknown name is an error, not an empty list
-        listed = [task.id for task in found] if len(found) <= _LISTED_BACKLOG else None
-        db_now, backlog = store.history.backlog(listed)
-        upcoming = store.views.next_fires([task.id for task in found])
-        rows = views.task_rows(found, db_now, backlog, code_since(store), upcoming)
+        db_now, rows = read.tasks(store, found)
     document = {"db_time": db_now, "total": total, "tasks": rows}
     if len(rows) < total:
         sys.stderr.write(
@@ -219,8 +236,7 @@ def tasks(args: argparse.Namespace) -> int:
 
 def nodes(args: argparse.Namespace) -> int:
     with existing_store(args.db) as store:
-        db_now, found = store.nodes.all()
-        rows = views.node_rows(found, store.runs.held_counts())
+        db_now, rows = read.nodes(store)
     document = {"db_time": db_now, "nodes": rows}
     return _show(args, document, lambda: table(rows, views.NODE_COLUMNS, empty="no nodes"))
 
@@ -233,10 +249,15 @@ def history(args: argparse.Namespace) -> int:
         since = args.since
         if isinstance(since, timedelta):
             since = store.now() - since
-        runs = store.history.runs(
-            task=args.task, status=status, node=args.node, since=since, limit=args.limit
+        rows = read.runs(
+            store,
+            task=args.task,
+            status=status,
+            node=args.node,
+            since=since,
+            limit=args.limit,
+            upcoming=args.upcoming,
         )
-        rows = views.run_rows(runs)
     document = {"runs": rows}
     return _show(args, document, lambda: table(rows, views.RUN_COLUMNS, empty="no runs"))
 
@@ -345,25 +366,50 @@ def bench(args: argparse.Namespace) -> int:
 
 
 def dashboard(args: argparse.Namespace) -> int:
-    """Serve the dashboard until SIGTERM or SIGINT; the database is opened read-only."""
+    """Serve the dashboard until SIGTERM or SIGINT; the database is opened read-only unless
+    a token or users file turns the actions on."""
     import signal
     import threading
 
     from easyjob.observe.http import HttpServer
     from easyjob.web.app import Dashboard
+    from easyjob.web.auth import Access
 
+    access = Access.from_files(
+        token_file=args.token_file,
+        users_file=args.users_file,
+        session_s=args.session,
+        secret=args.secret,
+    )
     stop = threading.Event()
-    with existing_store(args.db, read_only=True) as store:
-        server = HttpServer(args.http, Dashboard(store, refresh_s=args.refresh), name="dashboard")
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
-        server.start()
-        sys.stderr.write(f"easyjob dashboard of {store.url} on {server.url}\n")
-        sys.stderr.flush()
+    reason = ["starting"]
+    app = Switch(waiting_app(lambda: reason[0]))
+    server = HttpServer(args.http, app, name="dashboard")
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    server.start()
+    try:
         try:
+            store = wait_for_schema(
+                lambda: Store.open(args.db, read_only=access is None),
+                args.schema_wait.total_seconds(),
+                on_wait=lambda r: reason.__setitem__(0, r),
+                stop=stop,
+            )
+        except WAITED_FOR:
+            if stop.is_set():  # stopped while waiting: nothing to hand back
+                return EXIT_OK
+            raise
+        try:
+            app.set(Dashboard(store, refresh_s=args.refresh, access=access).wsgi())
+            mode = "actions on" if access else "read-only"
+            sys.stderr.write(f"easyjob dashboard of {store.url} on {server.url} ({mode})\n")
+            sys.stderr.flush()
             stop.wait()
         finally:
-            server.close()
+            store.close()
+    finally:
+        server.close()
     return EXIT_OK
 
 
@@ -379,6 +425,7 @@ def _server(url: str) -> str:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run,
     "init-db": init_db,
+    "upgrade-db": upgrade_db,
     "sql": sql,
     "status": status,
     "tasks": tasks,

@@ -3,50 +3,32 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
+from easyjob import control
 from easyjob.cli.output import dumps
+from easyjob.core.inputs import parse_kwargs, parse_time
 from easyjob.core.records import TaskRow
 from easyjob.core.schedule import every_text
 from easyjob.core.states import RunStatus
+from easyjob.views import live_code, schedule_text
 
 __all__ = [
     "add_cancel_parser",
     "add_schedule_parser",
     "add_trigger_parser",
     "cancel",
+    "parse_kwargs",
+    "parse_time",
     "schedule",
     "trigger",
 ]
 
 EXIT_OK = 0
-#: ``trigger``: the run was created, but no live node registered the task (see cli/__init__).
+#: ``trigger``: the run was created, but no live node can run the task (see cli/__init__).
 EXIT_NOT_RUNNABLE = 5
-
-
-def parse_time(text: str) -> datetime:
-    """An ISO 8601 time (``2030-01-01T09:00:00+01:00``, ``...Z``); without a zone, UTC."""
-    try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ValueError(
-            f"invalid time {text!r}: expected ISO 8601, e.g. 2030-01-01T09:00:00Z"
-        ) from None
-    return value.replace(tzinfo=UTC) if value.utcoffset() is None else value
-
-
-def parse_kwargs(text: str) -> dict[str, Any]:
-    """A JSON object of trigger arguments."""
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise ValueError(f"invalid --kwargs {text!r}: not JSON ({err})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"invalid --kwargs {text!r}: must be a JSON object")
-    return value
 
 
 def _names(text: str) -> list[str]:
@@ -93,6 +75,16 @@ def add_schedule_parser(sub: Any, command: Any, option: Any, positive_int: Any) 
     remove = command(actions, "remove", "remove a task added at run time")
     for each in (add, change, remove):
         each.add_argument("name", metavar="NAME", help="task name")
+    from easyjob.cli.options import _flag_default
+
+    for each in (add, change):
+        each.add_argument(
+            "--force",
+            action="store_true",
+            default=_flag_default("EASYJOB_SCHEDULE_FORCE"),
+            help="even if no live node can run the function (ahead of a deploy), instead of "
+            "exit code 6 [env EASYJOB_SCHEDULE_FORCE=1]",
+        )
     option(
         add,
         "--func",
@@ -147,14 +139,11 @@ def add_schedule_parser(sub: Any, command: Any, option: Any, positive_int: Any) 
 
 
 def trigger(args: argparse.Namespace) -> int:
-    from easyjob.cli.commands import code_since, existing_store
+    from easyjob.cli.commands import existing_store
 
     with existing_store(args.db) as store:
-        run_id = store.tasks.trigger(args.name, at=args.at, kwargs=args.kwargs)
-        task = store.tasks.get(args.name)
-        since = code_since(store)
-        # A task added at run time is never registered by a node: its seen_time says nothing.
-        runnable = task.runtime or (since is not None and task.seen_time >= since)
+        run_id = control.trigger(store, args.name, at=args.at, kwargs=args.kwargs)
+        runnable = live_code(store).runs(store.tasks.get(args.name))
     document = {"task": args.name, "run_id": run_id, "runnable": runnable}
     sys.stdout.write(
         (dumps(document) if args.json else f"triggered {args.name}: run {run_id}") + "\n"
@@ -162,8 +151,9 @@ def trigger(args: argparse.Namespace) -> int:
     if runnable:
         return EXIT_OK
     sys.stderr.write(
-        f"easyjob: warning: no live node registered task {args.name!r}: run {run_id} waits "
-        "PENDING until a node whose code declares it starts (see `easyjob tasks`, in_code)\n"
+        f"easyjob: warning: no live node can run task {args.name!r}: run {run_id} waits "
+        "PENDING until a node whose code declares it (or allows its function with "
+        "@runnable) starts (see `easyjob tasks`, in_code)\n"
     )
     return EXIT_NOT_RUNNABLE
 
@@ -173,7 +163,8 @@ def schedule(args: argparse.Namespace) -> int:
 
     with existing_store(args.db) as store:
         if args.action == "add":
-            row = store.schedules.add(
+            row = control.add_schedule(
+                store,
                 args.name,
                 args.func,
                 cron=args.cron,
@@ -183,11 +174,14 @@ def schedule(args: argparse.Namespace) -> int:
                 end=args.end,
                 max_runs=args.max_runs,
                 accepts=args.accepts or (),
+                force=args.force,
             )
         elif args.action == "set":
-            row = store.schedules.set(args.name, cron=args.cron, every=args.every, tz=args.tz)
+            row = control.set_schedule(
+                store, args.name, cron=args.cron, every=args.every, tz=args.tz, force=args.force
+            )
         else:
-            row = store.schedules.remove(args.name)
+            row = control.remove_schedule(store, args.name)
     document = _described(row)
     sys.stdout.write((dumps(document) if args.json else _line(args.action, document)) + "\n")
     return EXIT_OK
@@ -205,20 +199,21 @@ def _described(row: TaskRow) -> dict[str, Any]:
         "every": every,
         "tz": row.tz,
         "status": row.status.value,
+        "schedule": schedule_text(row),
         "next_start_time": row.next_start_time,
     }
 
 
 def _line(action: str, doc: dict[str, Any]) -> str:
     done = {"add": "added", "set": "changed", "remove": "removed"}[action]
-    what = doc["cron_expr"] or (f"every {doc['every']}" if doc["every"] else "manual only")
+    what = doc["schedule"]
     nxt = doc["next_start_time"]
     when = nxt.isoformat().replace("+00:00", "Z") if nxt is not None else "none"
     return f"{done} {doc['task']} ({doc['func']}): {what}, {doc['status']}, next fire {when}"
 
 
 #: ``cancel``: the run had ended already; nothing was changed (see cli/__init__).
-EXIT_ENDED = 6
+EXIT_ENDED = 7
 
 
 def cancel(args: argparse.Namespace) -> int:

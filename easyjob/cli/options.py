@@ -291,6 +291,21 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         help="serve /metrics, /healthz and /readyz here (a bare PORT binds 127.0.0.1); "
         "off by default",
     )
+    _schema_wait(run, "with --http: ")
+
+
+def _schema_wait(parser: argparse.ArgumentParser, when: str) -> None:
+    option(
+        parser,
+        "--schema-wait",
+        env="SCHEMA_WAIT",
+        default="5m",
+        kind=parse_duration,
+        metavar="DURATION",
+        help=f"{when}at start, wait this long for the database, its easyjob tables and an "
+        "`easyjob upgrade-db` (answering /healthz 200, /readyz 503), then exit 3; 0s: do not "
+        "wait",
+    )
 
 
 def build_parser(version: str) -> argparse.ArgumentParser:
@@ -310,8 +325,23 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         _command(sub, "run", "run a node with the tasks of the given job modules", json=False)
     )
     _command(sub, "init-db", "create the easyjob tables (idempotent)", json=False)
+    _command(
+        sub,
+        "upgrade-db",
+        "upgrade the easyjob tables in place to this release's schema, keeping every row",
+        json=False,
+    )
     sql = _command(sub, "sql", "print the DDL of the easyjob tables", db=False)
     option(sql, "--dialect", env="DIALECT", default="sqlite", help="sqlite, postgresql or mysql")
+    option(
+        sql,
+        "--upgrade-from",
+        env="SQL_UPGRADE_FROM",
+        kind=positive_int,
+        metavar="VERSION",
+        help="print instead the SQL that upgrades tables of this schema version (the "
+        "schema_version row of easy_job_meta) to this release's, for a DBA",
+    )
 
     status = _command(sub, "status", "a summary: counts, live nodes, late and failing tasks")
     option(
@@ -362,7 +392,16 @@ def build_parser(version: str) -> argparse.ArgumentParser:
     )
     _command(sub, "nodes", "every node with its heartbeat age in database time")
 
-    history = _command(sub, "history", "runs, newest fire first")
+    history = _command(
+        sub, "history", "runs that started or ended, newest fire first (--upcoming: planned)"
+    )
+    history.add_argument(
+        "--upcoming",
+        action="store_true",
+        default=_flag_default("EASYJOB_HISTORY_UPCOMING"),
+        help="the planned runs instead (not started: written ahead, due or held), soonest "
+        "first [env EASYJOB_HISTORY_UPCOMING=1]",
+    )
     _task_filter(history, "HISTORY", "runs of the task named")
     option(
         history,
@@ -428,7 +467,10 @@ def build_parser(version: str) -> argparse.ArgumentParser:
     )
     _bench_options(_command(sub, "bench", "measure throughput and lateness with real nodes"))
     dashboard = _command(
-        sub, "dashboard", "serve a read-only web dashboard of the cluster", json=False
+        sub,
+        "dashboard",
+        "serve a web dashboard of the cluster: read-only, or with actions behind a login",
+        json=False,
     )
     option(
         dashboard,
@@ -448,4 +490,36 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="pages reload themselves this often; 0: never",
     )
+    option(
+        dashboard,
+        "--token-file",
+        env="DASHBOARD_TOKEN_FILE",
+        metavar="FILE",
+        help="turn the actions on: a file holding the login token (16 characters or more)",
+    )
+    option(
+        dashboard,
+        "--users-file",
+        env="DASHBOARD_USERS_FILE",
+        metavar="FILE",
+        help="turn the actions on: lines NAME:HASH (python -m easyjob.web.auth makes a HASH)",
+    )
+    option(
+        dashboard,
+        "--session",
+        env="DASHBOARD_SESSION",
+        default="1800",
+        kind=positive_int,
+        metavar="SECONDS",
+        help="a login lasts this long (at least 60)",
+    )
+    option(
+        dashboard,
+        "--secret",
+        env="DASHBOARD_SECRET",
+        metavar="TEXT",
+        help="signs the session cookies; default random per process (give every dashboard "
+        "process behind one address the same)",
+    )
+    _schema_wait(dashboard, "")
     return parser

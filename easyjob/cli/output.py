@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
+from easyjob.views.text import seconds
+
 __all__ = [
     "Column",
     "dumps",
@@ -43,23 +45,6 @@ def plain(value: Any) -> str:
     if isinstance(value, datetime):
         return iso(value, ms=True)
     return str(value)
-
-
-def seconds(value: float | None) -> str:
-    """A duration in seconds for people: ``0.4s``, ``12m03s``, ``3h02m``, ``2d04h``."""
-    if value is None:
-        return "-"
-    sign, left = ("-" if value < 0 else ""), abs(value)
-    if left < 60:
-        return f"{sign}{left:.1f}s"
-    minutes, secs = divmod(int(left), 60)
-    if minutes < 60:
-        return f"{sign}{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{sign}{hours}h{minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{sign}{days}d{hours:02d}h"
 
 
 def duration(value: timedelta) -> str:

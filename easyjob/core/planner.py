@@ -29,7 +29,8 @@ fire it runs has started. So under ``fire_once`` and ``skip`` no run starts afte
 fire of its task was due:
 a cluster offered more than it can run keeps its lateness near one period and records the
 excess MISSED, instead of working an ever older backlog (the loader and the dispatcher
-apply the same rule to runs already written: see ``RunStore.supersede``).
+apply the same rule to runs already written: :mod:`easyjob.core.admission`, which decides
+the fires this module misses too).
 
 Late fires are never dropped silently, and a gap costs O(1) rows whatever its length: the
 MISSED fires of one gap are one *summary* row (``fire_time`` the first, ``last_fire_time``
@@ -42,14 +43,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from easyjob.core.admission import SUPERSEDED, fire_verdict
 from easyjob.core.records import Advance, PlannedFire, TaskRow
 from easyjob.core.schedule import Schedule
 from easyjob.core.states import Misfire, RunStatus
 
-__all__ = ["SUPERSEDED", "plan_advance", "superseded"]
-
-#: Why a superseded fire was MISSED (see the module docstring).
-SUPERSEDED = "not started before a later fire of the task was due"
+__all__ = ["plan_advance"]
 
 _EPS = timedelta(microseconds=1)
 
@@ -124,11 +123,11 @@ def _plan(
     if len(due) <= 1 and (not due or due[-1] >= late_before):
         # on time: nothing to decide
         return _in_chunks(task, schedule, start, horizon, cap, ahead)
-    # a fire whose successor is due too is superseded; the latest due runs once (fire_once),
-    # or (skip) only when it is still within the grace
+    # a fire whose successor is due too is superseded; the latest due runs once unless the
+    # admission rule misses it (skip, past the grace)
     keep: datetime | None = due[-1]
     missed = due[:-1]
-    if task.misfire == Misfire.SKIP and due[-1] < late_before:
+    if fire_verdict(task.misfire, grace, due[-1], schedule.next_after(due[-1]), now) is not None:
         keep, missed = None, due
     planned: list[PlannedFire] = []
     if missed:
@@ -205,11 +204,6 @@ def _summary(
     reason = f"missed {what}: {why} (policy {task.misfire.value})"
     count = len(missed) if counted else None
     return PlannedFire(first, RunStatus.MISSED, reason, count, last)
-
-
-def superseded(policy: Misfire) -> str:
-    """The ``error_msg`` of one run MISSED because a later fire of its task was due first."""
-    return f"missed: {SUPERSEDED} (policy {policy.value})"
 
 
 def _iso(when: datetime) -> str:

@@ -328,6 +328,19 @@ class Candidate:
     origin: str = "code"
     shard: int = 0
     target_node: str | None = None
+    triggered_by: Trigger = Trigger.CRON
+    create_time: datetime | None = None
+    # the task's schedule (see TaskRow.schedule), for the admission rule
+    cron_expr: str | None = None
+    tz: str = "UTC"
+    every_ms: int | None = None
+    anchor_time: datetime | None = None
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+
+    @property
+    def schedule_key(self) -> tuple[Any, ...]:
+        return _schedule_key(self)
 
     @property
     def grace(self) -> timedelta:
@@ -364,6 +377,22 @@ class Run:
     shard: int = 0
     shards: int = 1
     target_node: str | None = None
+    # the task's schedule (see TaskRow.schedule), for the admission rule
+    cron_expr: str | None = None
+    tz: str = "UTC"
+    every_ms: int | None = None
+    anchor_time: datetime | None = None
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+
+    @property
+    def schedule_key(self) -> tuple[Any, ...]:
+        return _schedule_key(self)
+
+    @property
+    def grace(self) -> timedelta:
+        """How late its start may be before the misfire policy applies."""
+        return timedelta(milliseconds=self.misfire_grace_ms)
 
     def bumped(self, status: RunStatus) -> Run:
         """This run after one accepted transition to *status*."""
@@ -422,6 +451,8 @@ class NodeRow:
     #: jobs past their timeout still holding a worker thread, as of the last heartbeat
     stuck_count: int = 0
     broadcast_tasks: list[str] | None = None
+    #: the digest of what its code declares (``easy_job_catalog``); None: an earlier release
+    catalog: str | None = None
 
     @property
     def age_s(self) -> float:
@@ -456,3 +487,11 @@ class HistoryRow:
     shard: int = 0
     shards: int = 1
     target_node: str | None = None
+    #: the arguments a trigger passed (None for other runs)
+    kwargs: dict[str, Any] | None = None
+
+
+def _schedule_key(row: Candidate | Run) -> tuple[Any, ...]:
+    """A run's task schedule as its columns: (cron_expr, tz, every_ms, anchor_time,
+    starts_at, ends_at), the key of :func:`easyjob.core.admission.schedule_of`."""
+    return (row.cron_expr, row.tz, row.every_ms, row.anchor_time, row.starts_at, row.ends_at)

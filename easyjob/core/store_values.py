@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from easyjob.core.records import Run
 from easyjob.core.states import RunStatus
 
 __all__ = [
     "BLOCKED",
+    "DB_ERROR_KINDS",
     "Activity",
+    "AuditEntry",
     "Backlog",
     "Blocked",
     "Bucket",
@@ -33,6 +35,11 @@ __all__ = [
 def is_pattern(name: str) -> bool:
     """Whether a ``--task`` value is a pattern (holds ``*`` or ``?``) rather than a name."""
     return "*" in name or "?" in name
+
+
+#: The kinds a store counts its failed database attempts by (``errors.KIND`` in
+#: :meth:`~easyjob.store.contract.Store.counters`); metrics show each from the start, at 0.
+DB_ERROR_KINDS = ("connection", "deadlock", "lock", "read_only", "resources", "other")
 
 
 @dataclass(frozen=True)
@@ -150,3 +157,20 @@ class Cancelled:
     was: RunStatus
     node_id: str | None
     cancelled: bool
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One operator action (a row of ``easy_job_audit``): who (*actor*), what (*action* on
+    *target*, with its *detail*), when (*at*, database time), from where (*remote*), and how
+    it ended (*result*: ``ok``, ``refused`` or ``error``, with a *message*)."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    target: str | None
+    detail: dict[str, Any] | None
+    result: str
+    message: str | None
+    remote: str | None

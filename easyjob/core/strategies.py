@@ -1,10 +1,15 @@
 """Claim strategies: which of the due runs should this node claim? (pure)
 
-Every node runs the same strategy over the same inputs (the live nodes in database time,
-ranked by node id) and so agrees, without talking, on who takes what. Where they disagree for
-a moment (a node joined or died between two polls), a run may be wanted by two nodes, which
-the version-checked claim settles, or by none: then, once a run is overdue by more than the
-grace, every live node may take it, so nothing starves.
+Every node runs the same strategy over the same inputs (the live nodes in database time
+that declare the run's task, ranked by node id: :meth:`ClusterView.nodes_for`) and so
+agrees, without talking, on who takes what. A node that lacks a task's code is never dealt
+its runs: nodes may carry different code (pools, a rolling deploy, a web process that embeds
+a few jobs), and a run dealt to a node that cannot run it would wait out the grace.
+
+Where nodes disagree for a moment (a node joined or died between two polls), a run may be
+wanted by two nodes, which the version-checked claim settles, or by none: then, once a run
+is overdue by more than the grace, every live node that declares its task may take it, so
+nothing starves.
 
 A user strategy is any class with a ``select`` method of the :class:`Strategy` shape, named
 as ``package.module:Class``; it is built with no arguments.
@@ -18,12 +23,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import ClassVar, Protocol, runtime_checkable
 
 from easyjob.core.records import Candidate
+from easyjob.core.states import Trigger
 from easyjob.errors import UnknownStrategyError
 
 __all__ = [
@@ -53,9 +59,21 @@ class ClusterView:
     held: Mapping[str, int] = field(default_factory=dict)  # runs each node holds now
     now: datetime | None = None
     soon: datetime | None = None  # runs due by then are about to start
+    #: the live nodes (sorted) whose code declares a candidate's task; None: all of them
+    declaring: Callable[[Candidate], Sequence[str]] | None = None
 
-    def rank(self) -> int | None:
-        return self.live.index(self.me) if self.me in self.live else None
+    def nodes_for(self, candidate: Candidate) -> Sequence[str]:
+        """The live nodes that may run *candidate* (those that declare its task), sorted:
+        the ranking every built-in strategy deals the run over."""
+        if self.declaring is None:
+            return self.live
+        return self.declaring(candidate)
+
+    def rank(self, candidate: Candidate | None = None) -> int | None:
+        """This node's rank among the nodes for *candidate* (or all live nodes); None when
+        it is not one of them."""
+        nodes = self.live if candidate is None else self.nodes_for(candidate)
+        return nodes.index(self.me) if self.me in nodes else None
 
 
 @runtime_checkable
@@ -79,15 +97,31 @@ class DefaultStrategy:
     (``run id mod live nodes`` = rank); once it is due by ``view.soon`` (the loader gives half
     a poll from now) and still unclaimed, every node tries it. Fires are written two polls
     ahead, so a run's home node has over a poll to itself, and the run still starts on time
-    when that node is busy or gone.
+    when that node is busy or gone. A child run (written due at once, when its parent
+    succeeded) is its home node's for half a poll after it was written, so the node that
+    wrote it does not take every one: the children of one run spread over the nodes. Home
+    and rank are among the nodes that declare the run's task.
     """
 
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
-        rank = view.rank()
-        if rank is None or view.soon is None:
+        if view.soon is None:
             return list(candidates)
-        size, soon = len(view.live), view.soon
-        return [c for c in candidates if c.id % size == rank or c.due_time <= soon]
+        # a child written moments ago is its home node's for as long as a run written
+        # ahead is before its due time: so the children of one run spread over the nodes
+        fresh = None if view.now is None else view.now - (view.soon - view.now)
+        chosen = []
+        for c in candidates:
+            nodes = view.nodes_for(c)
+            if view.me not in nodes:
+                continue
+            home = c.id % len(nodes) == nodes.index(view.me)
+            child = c.triggered_by == Trigger.PARENT and c.create_time is not None
+            opened = c.due_time <= view.soon and not (
+                child and fresh is not None and c.create_time > fresh  # type: ignore[operator]
+            )
+            if home or opened:
+                chosen.append(c)
+        return chosen
 
 
 def _stable_hash(*parts: object) -> int:
@@ -101,11 +135,12 @@ class IdHashStrategy:
     of a sharded task (shard > 0 hashed with its number) belongs to a node of its own."""
 
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
-        rank = view.rank()
-        if rank is None:
-            return []
-        size = len(view.live)
-        return [c for c in candidates if _owner(c) % size == rank]
+        chosen = []
+        for c in candidates:
+            nodes = view.nodes_for(c)
+            if view.me in nodes and nodes[_owner(c) % len(nodes)] == view.me:
+                chosen.append(c)
+        return chosen
 
 
 def _owner(candidate: Candidate) -> int:
@@ -119,18 +154,18 @@ class WeightStrategy:
     (task id, fire time) over the weighted ranks: the share of runs follows the weights."""
 
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
-        if view.me not in view.live:
-            return []
-        bounds: list[tuple[int, str]] = []
-        total = 0
-        for node in view.live:
-            total += max(1, view.weights.get(node, 1))
-            bounds.append((total, node))
         chosen = []
         for c in candidates:
+            nodes = view.nodes_for(c)
+            if view.me not in nodes:
+                continue
+            bounds: list[tuple[int, str]] = []
+            total = 0
+            for node in nodes:
+                total += max(1, view.weights.get(node, 1))
+                bounds.append((total, node))
             point = _stable_hash(c.task_id, c.fire_time.isoformat(), c.id) % total
-            owner = next(node for bound, node in bounds if point < bound)
-            if owner == view.me:
+            if next(node for bound, node in bounds if point < bound) == view.me:
                 chosen.append(c)
         return chosen
 
@@ -143,13 +178,14 @@ class LeastCountStrategy:
     needs: ClassVar[frozenset[str]] = frozenset({"held"})
 
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
-        if view.me not in view.live:
-            return []
         load = {node: view.held.get(node, 0) for node in view.live}
         chosen = []
         for c in candidates:
-            owner = min(view.live, key=lambda node: (load[node], view.live.index(node)))
-            load[owner] += 1
+            nodes = view.nodes_for(c)
+            if view.me not in nodes:
+                continue
+            _, owner = min(enumerate(nodes), key=lambda ranked: (load.get(ranked[1], 0), ranked[0]))
+            load[owner] = load.get(owner, 0) + 1
             if owner == view.me:
                 chosen.append(c)
         return chosen

@@ -12,10 +12,11 @@ once and are called at their due time. Each round of the thread (:meth:`step`):
    worker, counted as *stuck*, until the function returns;
 3. starts the runs whose time comes within :data:`LEAD`, in one version-checked batch
    written that much ahead (the write is off the start's path: each function is called
-   at its run's due time, never before), after the misfire policy: under ``fire_once``
-   and ``skip`` a run is MISSED when a later fire of its task, due too, waits here (it
-   was superseded: the latest runs once), and under ``skip`` when it is later than its
-   task's grace; ``catch_up`` runs all;
+   at its run's due time, never before), each as the admission rule says
+   (:func:`easyjob.core.admission.admit`: MISSED when superseded by a later fire due by
+   its schedule, or past its grace under ``skip``; handed back when its task is not this
+   node's code), and, when its task is busy, :func:`~easyjob.core.admission.on_busy`
+   (``serial`` waits, ``skip`` is SKIPPED);
 4. hands back (version-checked release) runs that are due but found no free worker
    within the node's overdue grace, so that another node may take them.
 
@@ -35,11 +36,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from easyjob.clock import Clock
+from easyjob.core.admission import Verdict, admit, exclusive, facts_of, misfire, on_busy
 from easyjob.core.config import NodeConfig
 from easyjob.core.outcome import Outcome
-from easyjob.core.planner import superseded
 from easyjob.core.records import Run
-from easyjob.core.states import Misfire, Overlap, RunStatus, Trigger
+from easyjob.core.states import RunStatus
 from easyjob.events import EventKind, RunEvent
 from easyjob.node.executor import CancelFlag, JobRunner
 from easyjob.node.hooks import Hooks
@@ -348,33 +349,28 @@ class Dispatcher:
 
     def _start(self, due: list[Run], now: datetime) -> None:
         batch: list[Run] = []
-        newest: dict[tuple[int, int, str | None], datetime] = {}  # the latest due cron fires
-        for run in due:
-            if run.triggered_by == Trigger.CRON:
-                key = (run.task_id, run.shard, run.target_node)
-                newest[key] = max(run.fire_time, newest.get(key, run.fire_time))
         foreign: list[Run] = []
-        missed: dict[int, tuple[Run, str]] = {}
+        missed: list[tuple[Run, str]] = []
         for run in due:
-            latest = newest.get((run.task_id, run.shard, run.target_node), run.fire_time)
-            why = self._not_startable(run, now, successor_due=run.fire_time < latest)
-            if why is None:
-                batch.append(run)
-            elif why[0] == RunStatus.PENDING:
+            decision = admit(facts_of(run), now, declared_here=self.jobs.entry(run) is not None)
+            if decision.verdict == Verdict.MISS:
+                missed.append((run, decision.reason or "missed"))
+            elif decision.verdict == Verdict.ELSEWHERE:  # claimed by mistake
                 foreign.append(run)
             else:
-                missed[run.id] = (run, why[1])
+                batch.append(run)
         if foreign:
             self.writer.release(foreign, "its task is not registered here")
-        self._close(list(missed.values()), RunStatus.MISSED)
+        self._close(missed, RunStatus.MISSED)
         for run in foreign:
             self._dropped(run)
         if not batch:
             return
-        exclusive = {r.id for r in batch if r.overlap != Overlap.ALLOW}
-        started = self.writer.start(batch, exclusive)
+        exclusive_ids = {r.id for r in batch if exclusive(r.overlap)}
+        started = self.writer.start(batch, exclusive_ids)
         retry_at = now + self._retry
         skipped: list[tuple[Run, str]] = []
+        missed_late: list[tuple[Run, str]] = []
         now = self._liveness.db_now()
         for run in batch:
             result = None if started is None else started.get(run.id)
@@ -383,16 +379,22 @@ class Dispatcher:
                     heapq.heappush(self._releasing, (result.due_time, result.id, result))
             elif isinstance(result, Run):
                 self._run(result, now)
-            elif result is BLOCKED and run.overlap == Overlap.SKIP:
-                skipped.append((run, "skipped: the previous run is still running"))
-            elif result is BLOCKED:
-                with self._lock:
-                    self._table.blocked(run, retry_at)
+            elif result is BLOCKED:  # its task is busy, or its start deadline came
+                late = misfire(facts_of(run), now)
+                busy = on_busy(run.overlap)
+                if late is not None:
+                    missed_late.append((run, late.reason or "missed"))
+                elif exclusive(run.overlap) and busy.verdict == Verdict.SKIP:
+                    skipped.append((run, busy.reason or "skipped"))
+                else:
+                    with self._lock:
+                        self._table.blocked(run, retry_at)
             else:
                 if started is not None:
                     self.writer.say(logging.WARNING, run, "taken over before it started (fenced)")
                 self._dropped(run)
         self._close(skipped, RunStatus.SKIPPED)
+        self._close(missed_late, RunStatus.MISSED)
 
     def _close(self, runs: list[tuple[Run, str]], status: RunStatus) -> None:
         """Close claimed *runs* (each with its reason) as *status* in one write, and let
@@ -404,29 +406,6 @@ class Dispatcher:
             if won is not None and run.id in won and status == RunStatus.MISSED:
                 self._event(EventKind.MISSED, run, Outcome(error=why), None)
             self._dropped(run)
-
-    def _not_startable(
-        self, run: Run, now: datetime, *, successor_due: bool
-    ) -> tuple[RunStatus, str] | None:
-        """Why *run* must not start now, as (the status to give it, the reason), or None.
-        *successor_due*: a later cron fire of its task is due in the same round."""
-        if self.jobs.entry(run) is None:  # claimed by mistake: not this node's code
-            return RunStatus.PENDING, f"task {run.task_name!r} ({run.func}) is not registered here"
-        if run.misfire == Misfire.CATCH_UP:
-            return None
-        if not successor_due:
-            with self._lock:
-                successor_due = self._table.later_due_waiting(run, now)
-        if successor_due and run.triggered_by == Trigger.CRON:
-            return RunStatus.MISSED, superseded(run.misfire)
-        late = (now - run.due_time).total_seconds()
-        grace = run.misfire_grace_ms / 1000
-        if late <= grace or run.misfire == Misfire.FIRE_ONCE:
-            return None
-        return RunStatus.MISSED, (
-            f"missed: would have started {late:.1f}s late, past its misfire grace of "
-            f"{grace:g}s (policy {run.misfire.value})"
-        )
 
     def _run(self, run: Run, now: datetime) -> None:
         """Hand *run* (RUNNING) to a worker, which calls its function at its due time

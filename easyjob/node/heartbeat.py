@@ -5,34 +5,18 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 from collections.abc import Callable, Sequence
 
 from easyjob.clock import Clock
+from easyjob.core.admission import Catalog
 from easyjob.core.config import NodeConfig
-from easyjob.core.records import NodeRow
 from easyjob.errors import NodeIdInUseError
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
+from easyjob.node.membership import Membership
 from easyjob.store.contract import Store
 
-__all__ = ["Heartbeater", "Membership"]
-
-
-class Membership:
-    """The live nodes (database time) as of the last heartbeat, sorted by node id."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._nodes: list[NodeRow] = []
-
-    def set(self, nodes: list[NodeRow]) -> None:
-        with self._lock:
-            self._nodes = sorted(nodes, key=lambda n: n.node_id)
-
-    def nodes(self) -> list[NodeRow]:
-        with self._lock:
-            return list(self._nodes)
+__all__ = ["Heartbeater"]
 
 
 class Heartbeater(Loop):
@@ -52,8 +36,10 @@ class Heartbeater(Loop):
         counters: Callable[[], tuple[int, int, int]],
         log: logging.LoggerAdapter[logging.Logger],
         broadcast_tasks: Sequence[str] = (),
+        catalog: Catalog | None = None,
     ) -> None:
         self._broadcast_tasks = list(broadcast_tasks)
+        self._catalog = catalog
         super().__init__(config.heartbeat, log)
         self._store = store
         self._config = config
@@ -84,7 +70,7 @@ class Heartbeater(Loop):
         sent = self._clock.now()
         db_time = self._store.now()
         self._liveness.beat(db_time, sent, self._clock.now())
-        self._membership.set(self._store.nodes.live(self._config.dead_threshold)[1])
+        self._refresh_membership()
 
     def register(self) -> None:
         """Write this node's row. If a row with this id has a fresh heartbeat, wait up to a
@@ -104,6 +90,7 @@ class Heartbeater(Loop):
                     workers=config.workers,
                     dead_after=config.dead_threshold,
                     broadcast_tasks=self._broadcast_tasks,
+                    catalog=self._catalog,
                 )
                 break
             except NodeIdInUseError:
@@ -115,4 +102,10 @@ class Heartbeater(Loop):
                 self._stop.wait(config.heartbeat)
         db_time = self._store.now()
         self._liveness.beat(db_time, sent, self._clock.now())
-        self._membership.set(self._store.nodes.live(config.dead_threshold)[1])
+        self._refresh_membership()
+
+    def _refresh_membership(self) -> None:
+        """The live nodes, and the bodies of their catalogs not known here yet."""
+        nodes = self._store.nodes.live(self._config.dead_threshold)[1]
+        unknown = self._membership.unknown(nodes)
+        self._membership.set(nodes, self._store.nodes.catalogs(unknown) if unknown else None)

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
+from easyjob.core.admission import (
+    Catalog,
+    Verdict,
+    declares,
+    exclusive,
+    facts_of,
+    misfire,
+    on_busy,
+)
 from easyjob.core.config import NodeConfig
-from easyjob.core.planner import superseded
 from easyjob.core.records import ORIGIN_RUNTIME, Candidate, Run
-from easyjob.core.states import Misfire, Overlap
 from easyjob.core.strategies import ClusterView, Strategy, needs, overdue
 from easyjob.node.dispatcher import Dispatcher
-from easyjob.node.heartbeat import Membership
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
-from easyjob.node.planner import runnable_here
+from easyjob.node.membership import Membership
 from easyjob.observe.metrics import NO_METRICS, Metrics
-from easyjob.registry import Registered
 from easyjob.store.contract import Store
 
 __all__ = ["Loader"]
@@ -33,18 +38,18 @@ CLAIM_LEAD = timedelta(milliseconds=50)
 #: Polls after which the loader forgets which tasks are not its code's, and reads again.
 _FORGET_POLLS = 60
 
-#: How often, at most, the loader tells the log that it marks superseded runs MISSED.
+#: How often, at most, the loader tells the log that it marks runs MISSED.
 _TELL_EVERY = timedelta(seconds=60)
 
 
 class Loader(Loop):
     """Every poll (and at once when the planner wrote fires or a worker came free), with
     database time *now* and horizon ``now + lookahead``: read PENDING runs due by the
-    horizon, keep those of tasks this node's code declared (name and function), apply the
-    misfire policy (when a run read is a poll late or more, the fires superseded by a later
-    due fire of their task, see :meth:`RunStore.supersede`; then the runs later than their
-    task's grace, see :meth:`RunStore.miss_late`), let the strategy pick this node's share
-    (plus any overdue past the grace), and claim as many as the dispatcher has room for (see
+    horizon, keep those of tasks this node's code declared (name and function), mark MISSED
+    those the admission rule misses (:func:`easyjob.core.admission.misfire`: superseded by a
+    later fire due by the schedule, or past the grace under ``skip``), let the strategy pick
+    this node's share among the nodes that declare each task (plus any overdue past the
+    grace), and claim as many as the dispatcher has room for (see
     :meth:`Timetable.room`), at most ``batch`` per statement. When the strategy offers more
     than that, each node starts at its own offset into the list, so that nodes racing for
     the same runs (``default``) mostly try different ones. A node holds at most one waiting
@@ -73,12 +78,13 @@ class Loader(Loop):
         liveness: Liveness,
         membership: Membership,
         dispatcher: Dispatcher,
-        tasks: Mapping[str, Registered],
+        catalog: Catalog,
         log: logging.LoggerAdapter[logging.Logger],
         metrics: Metrics = NO_METRICS,
-        runnable: Iterable[str] = (),
+        on_missed: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(config.poll, log)
+        self._on_missed = on_missed  # the planner plans a task again once its backlog is gone
         self._metrics = metrics
         self._store = store
         self._config = config
@@ -86,8 +92,8 @@ class Loader(Loop):
         self._liveness = liveness
         self._membership = membership
         self._dispatcher = dispatcher
-        self._code = {name: entry.spec.func for name, entry in tasks.items()}
-        self._runnable = frozenset(runnable)
+        self._writer = dispatcher.writer
+        self._catalog = catalog
         self._task_ids: frozenset[int] | None = None
         self._foreign: set[int] = set()
         self._polls = 0
@@ -95,7 +101,7 @@ class Loader(Loop):
         self.lost = 0  # of those, runs another node claimed first (lost races)
         self.missed = 0  # PENDING runs it marked MISSED (misfire policy)
         self._was_fresh = True
-        self._behind = 0  # superseded runs marked since the last report in the log
+        self._behind = 0  # runs marked MISSED since the last report in the log
         self._direct_at: datetime | None = None  # when to claim the runs left for their time
         self._behind_told: datetime | None = None
 
@@ -127,24 +133,28 @@ class Loader(Loop):
         self._task_ids = frozenset(task_ids)
 
     def _mine(self, task_id: int, name: str, func: str, origin: str) -> bool:
-        """Whether task row *task_id* is one this node registered, still naming the function
-        its code declared for *name*, or a task added at run time whose function its code
-        allowed (``@runnable``); if not, its runs are left out of the next reads."""
-        if runnable_here(self._code, self._runnable, name, func, origin):
+        """Whether this node's code declares task row *task_id* (see
+        :func:`easyjob.core.admission.declares`), and, for a task of its code, whether it is
+        a row it registered; if not, its runs are left out of the next reads."""
+        registered = self._task_ids is None or task_id in self._task_ids or origin == ORIGIN_RUNTIME
+        if registered and declares(self._catalog, name, func, origin):
             return True
-        if (self._task_ids is None or task_id in self._task_ids) and self._code.get(name) == func:
-            return origin != ORIGIN_RUNTIME
         self._foreign.add(task_id)
         return False
 
     def _claim(self, now: datetime, horizon: datetime) -> bool:
         """Claim this poll's runs; True when there may be more to claim at once."""
         room = min(self._dispatcher.room(), self._config.batch)
-        if room <= 0:  # nothing to claim; the runs others cannot start either age here
-            self._supersede([], now)
+        if room <= 0:  # nothing to claim; the runs due here must still be missed in time
+            due = self._store.runs.pending(
+                now, self._config.batch, self._foreign, node_id=self._config.node_id
+            )
+            self._miss(
+                [c for c in due if self._mine(c.task_id, c.task_name, c.func, c.origin)], now
+            )
             return False
         if self._config.claim_mode == "skip_locked":
-            won = self._store.runs.claim_next(self._config.node_id, horizon, room, self._foreign)
+            won = self._writer.claim_next(horizon, room, self._foreign)
             self.offered += len(won)
             self._metrics.claims(len(won), 0)
             for run in won:
@@ -167,7 +177,7 @@ class Loader(Loop):
             and c.id not in held
             and c.task_id not in exclusive
         ]
-        if self._supersede(mine, now) or self._miss_late(mine, now):
+        if self._miss(mine, now):
             return True  # read again: the backlog shrank
         mine = _first_per_exclusive_task(mine)
         chosen = _spread(self._choose(mine, now), room, live, self._config.node_id)
@@ -202,94 +212,52 @@ class Loader(Loop):
         at_once = [
             c
             for c in direct
-            if c.due_time <= soon and (c.overlap == Overlap.ALLOW or c.task_id not in held)
+            if c.due_time <= soon and (not exclusive(c.overlap) or c.task_id not in held)
         ][: self._dispatcher.startable(soon)]
         later = [c for c in direct if c.due_time > soon]
         if later:
             self._direct_at = min(c.due_time for c in later) - CLAIM_LEAD
-        node = self._config.node_id
         won: list[Run] = []
         if at_once:
-            serial = [c.id for c in at_once if c.overlap == Overlap.SERIAL]
-            won = self._store.runs.claim_started(node, at_once, exclusive=serial)
+            serial = [c.id for c in at_once if exclusive(c.overlap)]
+            won = self._writer.claim_started(at_once, exclusive=serial)
         ids = {c.id for c in at_once} | {c.id for c in later}
         rest = [c for c in chosen if c.id not in ids]
         if rest:
-            won += self._store.runs.claim(node, rest)
+            won += self._writer.claim(rest)
         return won, len(at_once) + len(rest)
 
-    def _supersede(self, candidates: list[Candidate], now: datetime) -> bool:
-        """When the cluster is behind (a ``fire_once`` or ``skip`` run read here is due a
-        poll ago or more; or, with no *candidates*, the node has no room to claim), mark
-        MISSED the PENDING fires whose successor is due too (see
-        :meth:`RunStore.supersede`); True when any was."""
-        behind = now - timedelta(seconds=self._config.poll)
-        if candidates and not any(
-            c.misfire != Misfire.CATCH_UP and c.due_time <= behind for c in candidates
-        ):
+    def _miss(self, candidates: list[Candidate], now: datetime) -> bool:
+        """Mark MISSED the *candidates* the admission rule misses (see
+        :func:`easyjob.core.admission.misfire`), each with its reason; True when any was."""
+        decided = {c: misfire(facts_of(c), now) for c in candidates}
+        missed = {c: d.reason or "missed" for c, d in decided.items() if d is not None}
+        if not missed:
             return False
-        marked = self._store.runs.supersede(now)
-        if not marked:
-            return False
-        total = sum(m.count for m in marked.values())
-        self.missed += total
-        for name, m in marked.items():
-            self._metrics.misfired(name, m.count)
+        won = self._writer.miss_pending({c.id: (c.version, why) for c, why in missed.items()})
+        by_task: dict[str, list[Candidate]] = {}
+        for c in missed:
+            if c.id in won:
+                by_task.setdefault(c.task_name, []).append(c)
+        for name, runs in by_task.items():
+            self._metrics.misfired(name, len(runs))
+            first = min(runs, key=lambda c: c.fire_time)
             self._dispatcher.hooks.missed(
-                name, self._config.node_id, m.first_fire, superseded(m.policy), m.count
+                name, self._config.node_id, first.fire_time, missed[first], len(runs)
             )
-        self._behind += total
-        if self._behind_told is None or now - self._behind_told >= _TELL_EVERY:
+        self.missed += len(won)
+        self._behind += len(won)
+        if won and self._on_missed is not None:
+            self._on_missed()
+        if won and (self._behind_told is None or now - self._behind_told >= _TELL_EVERY):
             self.log.warning(
-                "behind: marked %d run(s) MISSED since the last report (%d task(s) just now): "
-                "a later fire of each was due before they could start",
+                "marked %d run(s) MISSED since the last report (%d task(s) just now): a later "
+                "fire of each was due before they could start, or they were past their grace",
                 self._behind,
-                len(marked),
+                len(by_task),
             )
             self._behind, self._behind_told = 0, now
-        return True
-
-    def _miss_late(self, candidates: list[Candidate], now: datetime) -> bool:
-        """Apply the misfire policy to candidates later than their task's grace; True
-        when any run was marked MISSED."""
-        late = {
-            c.task_id: (c.misfire, now - c.grace)
-            for c in candidates
-            if c.misfire != Misfire.CATCH_UP and c.due_time < now - c.grace
-        }
-        if not late:
-            return False
-        marked = self._store.runs.miss_late(late)
-        if marked:
-            self.missed += marked
-            # one count per statement: by task when one task was late, else under "other"
-            names = {c.task_name for c in candidates if c.task_id in late}
-            self._metrics.misfired(next(iter(names)) if len(names) == 1 else "other", marked)
-            self._report_marked(candidates, late, marked, now)
-            self.log.warning(
-                "marked %d run(s) of %d task(s) MISSED: later than their misfire grace",
-                marked,
-                len(late),
-            )
-        return marked > 0
-
-    def _report_marked(
-        self, candidates: list[Candidate], late: Mapping[int, object], marked: int, now: datetime
-    ) -> None:
-        """A ``missed`` event per task whose PENDING runs were marked MISSED in bulk: with
-        the exact count when one task was, else with the count of its runs read here."""
-        read: dict[int, list[Candidate]] = {}
-        for c in candidates:
-            if c.task_id in late and c.due_time < now - c.grace:
-                read.setdefault(c.task_id, []).append(c)
-        for runs in read.values():
-            self._dispatcher.hooks.missed(
-                runs[0].task_name,
-                self._config.node_id,
-                runs[0].fire_time,
-                f"missed: not started within its misfire grace (policy {runs[0].misfire.value})",
-                marked if len(read) == 1 else len(runs),
-            )
+        return bool(won)
 
     def _choose(self, candidates: list[Candidate], now: datetime) -> list[Candidate]:
         nodes = self._membership.nodes()
@@ -303,6 +271,7 @@ class Loader(Loop):
             held=held,
             now=now,
             soon=now + timedelta(seconds=self._config.poll / 2),
+            declaring=lambda c: self._membership.declaring(c.task_name, c.func, c.origin),
         )
         # a broadcast run is this node's own: no strategy hands it to another
         targeted = [c for c in candidates if c.target_node == self._config.node_id]
@@ -320,7 +289,11 @@ def _direct(chosen: list[Candidate], mine: list[Candidate], soon: datetime) -> l
     SKIPPED: it takes the two-write way), and not one of several fires of its task due by
     *soon* (a backlog: the dispatcher decides between them, superseded or gated)."""
     due = Counter(c.task_id for c in mine if c.due_time <= soon)
-    return [c for c in chosen if c.overlap != Overlap.SKIP and due[c.task_id] <= 1]
+    return [c for c in chosen if not _skipped_if_busy(c) and due[c.task_id] <= 1]
+
+
+def _skipped_if_busy(candidate: Candidate) -> bool:
+    return exclusive(candidate.overlap) and on_busy(candidate.overlap).verdict == Verdict.SKIP
 
 
 def _first_per_exclusive_task(candidates: list[Candidate]) -> list[Candidate]:
@@ -328,7 +301,7 @@ def _first_per_exclusive_task(candidates: list[Candidate]) -> list[Candidate]:
     seen: set[int] = set()
     out = []
     for c in candidates:
-        if c.overlap != Overlap.ALLOW:
+        if exclusive(c.overlap):
             if c.task_id in seen:
                 continue
             seen.add(c.task_id)

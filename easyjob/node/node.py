@@ -13,26 +13,29 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from easyjob.clock import Clock, SystemClock
+from easyjob.core.admission import Catalog
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import HeldRun, TaskSpec
 from easyjob.core.states import NodeStatus
 from easyjob.core.strategies import load_strategy
-from easyjob.errors import EasyJobError
+from easyjob.errors import ConfigError, EasyJobError
 from easyjob.events import Hook
 from easyjob.logs import ContextLogger
 from easyjob.node.cancels import CancelWatch
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.health import Health, HealthWatch
-from easyjob.node.heartbeat import Heartbeater, Membership
+from easyjob.node.heartbeat import Heartbeater
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loader import Loader
 from easyjob.node.loop import Loop
+from easyjob.node.membership import Membership
 from easyjob.node.planner import Planner
 from easyjob.node.pruner import Pruner
 from easyjob.node.recovery import Recoverer, report
-from easyjob.observe.endpoint import NodeEndpoint, Probe
+from easyjob.observe.endpoint import NodeEndpoint, Probe, endpoint_app
 from easyjob.observe.metrics import NO_METRICS, Gauges, Metrics, NodeMetrics
+from easyjob.observe.wsgi import WSGIApp
 from easyjob.registry import Registry, default_registry
 from easyjob.store.contract import Store
 
@@ -55,6 +58,11 @@ class Node:
     *listeners* are hooks called with every :class:`~easyjob.events.RunEvent` (success,
     final failure, missed, recovered runs) on the node's event thread; see
     ``docs/events.md``.
+
+    *http* (``(host, port)``) serves the node's ``/metrics``, ``/healthz`` and ``/readyz``
+    on a server of its own; with *metrics* True (implied by *http*) the node keeps its
+    metrics and :meth:`wsgi_app` gives the same endpoints as a WSGI application to mount
+    in an application's own web server (``docs/embedding.md``, ``docs/monitoring.md``).
     """
 
     def __init__(
@@ -67,6 +75,7 @@ class Node:
         pool: Executor | None = None,
         http: tuple[str, int] | None = None,
         listeners: Sequence[Hook] = (),
+        metrics: bool = False,
     ) -> None:
         for hook in listeners:
             if not callable(hook):
@@ -95,7 +104,8 @@ class Node:
         self._stop_requested = threading.Event()
         self._threads_started = False
         self._started_at = self.clock.monotonic()
-        self.metrics: Metrics = NodeMetrics(self.config.node_id) if http else NO_METRICS
+        measured = http is not None or metrics
+        self.metrics: Metrics = NodeMetrics(self.config.node_id) if measured else NO_METRICS
         self._endpoint: NodeEndpoint | None = None
 
     def __enter__(self) -> Node:
@@ -180,6 +190,10 @@ class Node:
         self.hooks = Hooks(
             {name: entry.hooks for name, entry in registered.items()}, self._listeners
         )
+        catalog = Catalog(
+            {name: entry.spec.func for name, entry in registered.items()},
+            frozenset(self.registry.runnable()),
+        )
         self.heartbeat = Heartbeater(
             self.store,
             self.config,
@@ -189,6 +203,7 @@ class Node:
             self._counters,
             self.log,
             broadcast_tasks=[spec.name for spec in specs if spec.broadcast],
+            catalog=catalog,
         )
         self.dispatcher = Dispatcher(
             self.store,
@@ -209,21 +224,20 @@ class Node:
             self.liveness,
             self.membership,
             self.dispatcher,
-            registered,
+            catalog,
             self.log,
             self.metrics,
-            runnable=self.registry.runnable(),
+            on_missed=lambda: self.planner.wake(),
         )
         self.planner = Planner(
             self.store,
             self.config,
             self.liveness,
             self.membership,
-            registered,
+            catalog,
             self.log,
             self.dispatcher.hooks,
             metrics=self.metrics,
-            runnable=self.registry.runnable(),
             on_planned=self.loader.wake,
         )
         self.recovery = Recoverer(
@@ -232,10 +246,12 @@ class Node:
             self.liveness,
             self.log,
             self.dispatcher.held_ids,
+            self.dispatcher.writer,
             self.metrics,
             hooks=self.hooks,
         )
         self.metrics.watch(self._gauges(), self.store.counters)
+        self.metrics.declare(spec.name for spec in specs)
         self.pruner = Pruner(self.store, self.config, self.membership, self.log)
         self.health = Health(
             self.clock, self.config.dead_threshold.total_seconds(), self.log, self.metrics
@@ -270,9 +286,8 @@ class Node:
         while held := self.store.runs.held_by(self.config.node_id, self.config.batch):
             gave_up: list[int] = []
             recovered: list[tuple[HeldRun, int]] = []
-            created = self.store.runs.recover(
+            created = self.dispatcher.writer.recover(
                 held,
-                self.config.node_id,
                 max_recoveries=self.config.max_recoveries,
                 gave_up=gave_up,
                 recovered=recovered,
@@ -321,6 +336,16 @@ class Node:
             heartbeat_age_s=self.liveness.heartbeat_age,
             clock_offset_s=lambda: self.liveness.offset.total_seconds(),
         )
+
+    def wsgi_app(self) -> WSGIApp:
+        """``/metrics``, ``/healthz`` and ``/readyz`` of this node as a WSGI application
+        (paths relative to where it is mounted). Needs ``Node(metrics=True)`` or *http*."""
+        if not isinstance(self.metrics, NodeMetrics):
+            raise ConfigError(
+                "this node keeps no metrics: create it with Node(..., metrics=True) (or http=) "
+                "to mount its endpoint"
+            )
+        return endpoint_app(self.metrics, self._probe())
 
     def _probe(self) -> Probe:
         def threads() -> dict[str, bool]:

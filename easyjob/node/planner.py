@@ -3,14 +3,15 @@
 Every poll, with database time *now* and horizon ``now + lookahead``, it advances due task
 schedules, writing their fires up to the horizon as PENDING runs, and those of a task on
 time further ahead (up to ``plan_ahead`` fires within ``plan_window``: one write of the task
-row then covers many fires), misfire policy applied (see :mod:`easyjob.core.planner`): this
-node's share of the tasks (task id modulo the live nodes), and any task overdue past the
-grace. It plans only the task rows whose name and function its code declared (or a
-schedule added at run time for a function its code allowed with ``@runnable``). A row it
-cannot plan (another node's code, a bad cron or zone edited into the row, a write the
-database refuses) is set aside, reported once per change of the row and looked at again
-every 10 s (:mod:`easyjob.node.unplannable`): one task's problem never stops the others'
-planning.
+row then covers many fires), misfire policy applied (see :mod:`easyjob.core.planner`): the
+tasks this node owns (:func:`easyjob.core.admission.planner_owner`: task id modulo the live
+nodes that declare the task; in the SQL when every live node has the same code), and any
+task overdue past the grace. It plans only the task rows whose name and function its code
+declared (or a schedule added at run time for a function its code allowed with
+``@runnable``). A row it cannot plan (another node's code, a bad cron or zone edited into
+the row, a write the database refuses) is set aside, reported once per change of the row and
+looked at again every 10 s (:mod:`easyjob.node.unplannable`): one task's problem never
+stops the others' planning.
 
 Planning runs on its own thread beside the loader's claims: each is a round trip to the
 database at a time, so a node that did both in turn could do neither at the pace of a
@@ -21,32 +22,24 @@ plans nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
+from easyjob.core.admission import Catalog, declares, planner_owner
 from easyjob.core.config import NodeConfig
 from easyjob.core.planner import plan_advance
-from easyjob.core.records import ORIGIN_RUNTIME, Advance, TaskRow
+from easyjob.core.records import Advance, TaskRow
 from easyjob.core.schedule import Schedule
 from easyjob.core.states import RunStatus
-from easyjob.node.heartbeat import Membership
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
+from easyjob.node.membership import Membership
 from easyjob.node.unplannable import Unplannable
 from easyjob.observe.metrics import NO_METRICS, Metrics, count_misfires
-from easyjob.registry import Registered
 from easyjob.store.contract import Store
 
-__all__ = ["Planner", "runnable_here"]
-
-
-def runnable_here(
-    code: Mapping[str, str], runnable: frozenset[str], name: str, func: str, origin: str
-) -> bool:
-    """Whether task *name* (function *func*) was added at run time under a name this node's
-    *code* does not declare, calling a function its code allowed with ``@runnable``."""
-    return origin == ORIGIN_RUNTIME and name not in code and func in runnable
+__all__ = ["Planner"]
 
 
 class Planner(Loop):
@@ -60,12 +53,11 @@ class Planner(Loop):
         config: NodeConfig,
         liveness: Liveness,
         membership: Membership,
-        tasks: Mapping[str, Registered],
+        catalog: Catalog,
         log: logging.LoggerAdapter[logging.Logger],
         hooks: Hooks,
         *,
         metrics: Metrics = NO_METRICS,
-        runnable: Iterable[str] = (),
         on_planned: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(config.poll, log)
@@ -73,8 +65,7 @@ class Planner(Loop):
         self._config = config
         self._liveness = liveness
         self._membership = membership
-        self._code = {name: entry.spec.func for name, entry in tasks.items()}
-        self._runnable = frozenset(runnable)
+        self._catalog = catalog
         self._hooks = hooks
         self._metrics = metrics
         self._on_planned = on_planned
@@ -94,19 +85,23 @@ class Planner(Loop):
         return 0.0 if backlog else None
 
     def _advance(self, now: datetime, horizon: datetime) -> bool:
+        me = self._config.node_id
         live = [n.node_id for n in self._membership.nodes()]
+        uniform = self._membership.uniform()
         share = None
-        if self._config.node_id in live:  # else (not yet in the membership): advance any
-            share = (live.index(self._config.node_id), len(live))
-        grace = timedelta(seconds=self._config.overdue_grace_s)
+        if me in live and uniform:  # planner_owner over all live nodes, in the SQL
+            share = (live.index(me), len(live))
+        overdue_before = now - timedelta(seconds=self._config.overdue_grace_s)
         due = self._store.tasks.due(
             horizon,
             self._config.batch,
             self._unplannable.ids(now),
             share=share,
-            overdue_before=now - grace,
+            overdue_before=overdue_before,
             behind_before=now - timedelta(seconds=self._config.poll),
         )
+        if me in live and not uniform:  # nodes declare different tasks: ask per task
+            due = [t for t in due if self._owns(t) or _before(t.next_start_time, overdue_before)]
         advances: list[Advance] = []
         backlog = False
         for task in due:
@@ -123,22 +118,18 @@ class Planner(Loop):
             self._report_planned_misses(due, advances, won)
         return backlog or len(due) == self._config.batch
 
+    def _owns(self, task: TaskRow) -> bool:
+        """Whether this node plans *task*: :func:`~easyjob.core.admission.planner_owner` over
+        the live nodes that declare it."""
+        declaring = self._membership.declaring(task.name, task.func, task.origin)
+        return planner_owner(task.id, declaring) == self._config.node_id
+
     def _plan(self, task: TaskRow, now: datetime, horizon: datetime) -> tuple[Advance | None, bool]:
         """The advance of one due task, or None when it cannot be planned (its row names a
         task this node's code does not declare, or holds a bad cron or zone): the task is
         then set aside, reported once per change of its row, and the others go on."""
-        func = self._code.get(task.name)
-        if runnable_here(self._code, self._runnable, task.name, task.func, task.origin):
-            pass
-        elif task.runtime:
-            why = f"it was added at run time and its function {task.func} is not @runnable here"
-            self._unplannable.add(task, now, why, logging.INFO)
-            return None, False
-        elif func != task.func:
-            why = f"its function {task.func} is not what this node's code declares for it"
-            if func is None:
-                why = "no task of that name is declared by this node's code"
-            self._unplannable.add(task, now, why, logging.INFO)
+        if not declares(self._catalog, task.name, task.func, task.origin):
+            self._unplannable.add(task, now, self._not_declared(task), logging.INFO)
             return None, False
         try:
             schedule = self._schedule(task)
@@ -154,6 +145,14 @@ class Planner(Loop):
         except Exception as err:  # one task's bad row must not stop the others' planning
             self._unplannable.add(task, now, f"{type(err).__name__}: {err}", logging.ERROR)
             return None, False
+
+    def _not_declared(self, task: TaskRow) -> str:
+        """Why this node's code does not declare *task*, for the log."""
+        if task.runtime:
+            return f"it was added at run time and its function {task.func} is not @runnable here"
+        if task.name not in self._catalog.tasks:
+            return "no task of that name is declared by this node's code"
+        return f"its function {task.func} is not what this node's code declares for it"
 
     def _schedule(self, task: TaskRow) -> Schedule | None:
         key: tuple[object, ...] = (task.cron_expr, task.tz, task.every_ms, task.anchor_time)
@@ -183,3 +182,7 @@ class Planner(Loop):
                         fire.error_msg,
                         fire.missed_count or 1,
                     )
+
+
+def _before(when: datetime | None, cutoff: datetime) -> bool:
+    return when is not None and when < cutoff

@@ -6,8 +6,8 @@ import logging
 from datetime import timedelta
 
 from easyjob.core.config import NodeConfig
-from easyjob.node.heartbeat import Membership
 from easyjob.node.loop import Loop
+from easyjob.node.membership import Membership
 from easyjob.store.contract import Store
 
 __all__ = ["PRUNE_BATCH", "PRUNE_EVERY_HEARTBEATS", "Pruner"]

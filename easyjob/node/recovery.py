@@ -12,6 +12,7 @@ from easyjob.events import EventKind, RunEvent
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
+from easyjob.node.writer import RunWriter
 from easyjob.observe.metrics import NO_METRICS, Metrics
 from easyjob.store.contract import Store
 
@@ -40,6 +41,7 @@ class Recoverer(Loop):
         liveness: Liveness,
         log: logging.LoggerAdapter[logging.Logger],
         known: Callable[[], set[int]],
+        writer: RunWriter,
         metrics: Metrics = NO_METRICS,
         hooks: Hooks | None = None,
     ) -> None:
@@ -50,6 +52,7 @@ class Recoverer(Loop):
         self._config = config
         self._liveness = liveness
         self._known = known
+        self._writer = writer
         self._steps = 0
         self._suspects: dict[int, int] = {}
 
@@ -69,9 +72,8 @@ class Recoverer(Loop):
             return None
         gave_up: list[int] = []
         recovered: list[tuple[HeldRun, int]] = []
-        created = self._store.runs.recover(
+        created = self._writer.recover(
             held,
-            self._config.node_id,
             max_recoveries=self._config.max_recoveries,
             gave_up=gave_up,
             recovered=recovered,
@@ -104,7 +106,7 @@ class Recoverer(Loop):
             return 0
         reason = f"node {me} lost track of it (a write's reply was lost); taken back by {me}"
         recovered: list[tuple[HeldRun, int]] = []
-        created = self._store.runs.recover(orphans, me, reason=reason, recovered=recovered)
+        created = self._writer.recover(orphans, reason=reason, recovered=recovered)
         report(self._hooks, me, orphans, recovered, [])
         self._metrics.recovered(len(created))
         self.log.warning("took back %d run(s) this node had lost track of", len(created))

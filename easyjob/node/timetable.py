@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from easyjob.core.admission import exclusive
 from easyjob.core.records import Run
-from easyjob.core.states import Overlap, Trigger
 
 __all__ = ["Room", "Timetable"]
 
@@ -97,7 +97,7 @@ class Timetable:
     def exclusive_tasks_waiting(self) -> set[int]:
         """Exclusive tasks with a run waiting here: the node claims no more of them (it
         holds at most one waiting run per exclusive task; later fires stay PENDING)."""
-        return {r.task_id for r in self._waiting.values() if r.overlap != Overlap.ALLOW}
+        return {r.task_id for r in self._waiting.values() if exclusive(r.overlap)}
 
     def room(self, room: Room, now: float, behind_before: datetime | None = None) -> int:
         """How many more runs to claim at monotonic time *now*: what the workers can start
@@ -174,7 +174,7 @@ class Timetable:
             _, _, run_id = heapq.heappop(self._heap)
             run = self._waiting[run_id]
             del self._ready[run_id]
-            if run.overlap != Overlap.ALLOW:
+            if exclusive(run.overlap):
                 head = self._head.setdefault(run.task_id, run_id)
                 if head != run_id:  # behind the task's run that is out (or blocked)
                     self._gated.setdefault(run.task_id, []).append(run)
@@ -214,25 +214,11 @@ class Timetable:
             heapq.heappush(self._heap, entry)
         return out
 
-    def later_due_waiting(self, run: Run, now: datetime) -> bool:
-        """Whether a later cron fire of *run*'s task (same shard and target), due by *now*,
-        waits here: *run* was superseded (under ``fire_once`` and ``skip`` it makes way)."""
-        return any(
-            r.fire_time > run.fire_time
-            and r.due_time <= now
-            and r.triggered_by == Trigger.CRON
-            and (r.shard, r.target_node) == (run.shard, run.target_node)
-            for r in self._by_task(run.task_id)
-        )
-
-    def _by_task(self, task_id: int) -> list[Run]:
-        return [self._waiting[i] for i in self._of_task.get(task_id, ())]
-
     def begin(self, run: Run) -> None:
         """*run* was claimed and started in one write: it takes a worker slot (and the
         head of its exclusive task) at once, until :meth:`started` then :meth:`finished`."""
         self._running[run.id] = run
-        if run.overlap != Overlap.ALLOW:
+        if exclusive(run.overlap):
             self._head.setdefault(run.task_id, run.id)
 
     def started(self, run: Run, at: float) -> None:

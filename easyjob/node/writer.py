@@ -1,7 +1,11 @@
-"""The one writer of a node's run states: start, success, failure, timeout, release, close.
+"""The one writer of a node's run states: claim, start, success, failure, timeout, release,
+close, miss.
 
-Only the dispatcher thread calls it (at shutdown, the thread that stops the node, once the
-dispatcher thread has ended), so a run's state is written from one place. Every write is
+Every transition of a run this node makes goes through it: the loader's claims and the
+misses the admission rule decides for PENDING runs (:meth:`claim`, :meth:`claim_started`,
+:meth:`miss_pending`), the recovery thread's takeovers (:meth:`recover`), and everything
+after, which only the dispatcher thread writes (at
+shutdown, the thread that stops the node, once the dispatcher thread has ended). Every write is
 version-checked by the store (a fenced write changes nothing and says so) and retried on
 transient errors by the store's one retry policy, which is bounded. A write that still
 fails (the database stayed down past that deadline, or the error is permanent) is given
@@ -14,12 +18,13 @@ whose success could not be written runs again).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from easyjob.core.admission import facts_of, start_deadline
 from easyjob.core.outcome import Outcome
-from easyjob.core.records import Run
+from easyjob.core.records import Candidate, HeldRun, Run
 from easyjob.core.states import RunStatus
 from easyjob.logs import ContextLogger, run_context
 from easyjob.store.contract import Starts, Store
@@ -37,13 +42,62 @@ class RunWriter:
 
     def __init__(self, store: Store, node_id: str) -> None:
         self._store = store
+        self._node_id = node_id
         self._log = ContextLogger(logging.getLogger("easyjob.worker"), {"node_id": node_id})
         self.given_up = 0  # writes abandoned to the orphan sweep
 
+    def claim(self, candidates: Sequence[Candidate]) -> list[Run]:
+        """PENDING -> CLAIMED for this node (see ``RunStore.claim``): the runs won. An error
+        is raised to the loader, which tries again at its next poll (nothing is held yet)."""
+        return self._store.runs.claim(self._node_id, candidates)
+
+    def claim_next(self, horizon: datetime, limit: int, exclude: Collection[int]) -> list[Run]:
+        """The ``skip_locked`` mode's locking claim of the next due runs (see
+        ``RunStore.claim_next``)."""
+        return self._store.runs.claim_next(self._node_id, horizon, limit, exclude)
+
+    def claim_started(
+        self, candidates: Sequence[Candidate], *, exclusive: Collection[int] = ()
+    ) -> list[Run]:
+        """PENDING -> RUNNING for this node in one write (see ``RunStore.claim_started``),
+        each run only before its admission deadline in database time."""
+        return self._store.runs.claim_started(
+            self._node_id, candidates, exclusive=exclusive, deadlines=_deadlines(candidates)
+        )
+
+    def miss_pending(self, runs: Mapping[int, tuple[int, str]]) -> set[int]:
+        """PENDING -> MISSED, ``id -> (version, reason)``: misses the admission rule decided
+        (see ``RunStore.miss_pending``); the ids written."""
+        return self._store.runs.miss_pending(runs)
+
+    def recover(
+        self,
+        runs: Sequence[HeldRun],
+        *,
+        reason: str | None = None,
+        max_recoveries: int | None = None,
+        gave_up: list[int] | None = None,
+        recovered: list[tuple[HeldRun, int]] | None = None,
+    ) -> list[int]:
+        """CLAIMED/RUNNING of a dead node (or an orphan of this one) -> ABANDONED, with a
+        new attempt, or FAILED past *max_recoveries* (see ``RunStore.recover``): the recovery
+        thread's and the start-up's takeovers. The ids of the new attempts."""
+        return self._store.runs.recover(
+            runs,
+            self._node_id,
+            reason=reason,
+            max_recoveries=max_recoveries,
+            gave_up=gave_up,
+            recovered=recovered,
+        )
+
     def start(self, runs: Sequence[Run], exclusive: set[int]) -> Starts | None:
         """CLAIMED -> RUNNING for *runs* in one statement (see ``RunStore.start_many``)."""
+        deadlines = _deadlines(runs)
         return self._write(
-            runs, "start", lambda: self._store.runs.start_many(runs, exclusive=exclusive)
+            runs,
+            "start",
+            lambda: self._store.runs.start_many(runs, exclusive=exclusive, deadlines=deadlines),
         )
 
     def succeed(self, done: Sequence[tuple[Run, Outcome, float]]) -> set[int] | None:
@@ -157,3 +211,9 @@ class RunWriter:
         self._log.log(
             level, f"run %s of %s: {msg}", run.id, run.task_name, *args, extra=extra, **kwargs
         )
+
+
+def _deadlines(runs: Sequence[Candidate | Run]) -> dict[int, datetime]:
+    """Each run's :func:`~easyjob.core.admission.start_deadline`, for those that have one."""
+    found = {run.id: start_deadline(facts_of(run)) for run in runs}
+    return {run_id: at for run_id, at in found.items() if at is not None}

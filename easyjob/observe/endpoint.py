@@ -7,6 +7,9 @@
 - ``/readyz``: as ``/healthz``, and 503 once the node is stopping, or while it makes no
   progress (:mod:`easyjob.node.health`: a loop failing on every step, or due runs held
   that it neither starts nor hands back); the reason names the cause.
+
+:func:`endpoint_app` is the same as a WSGI application, to mount in a user's own web
+application instead of (or beside) the node's own server (``docs/embedding.md``).
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from easyjob.observe.http import HttpServer, Response
+from easyjob.observe.http import HttpServer
 from easyjob.observe.metrics import NodeMetrics
+from easyjob.observe.wsgi import Request, Response, WSGIApp, as_wsgi
 
-__all__ = ["NodeEndpoint", "Probe", "check"]
+__all__ = ["NodeEndpoint", "Probe", "check", "endpoint_app"]
 
 
 @dataclass(frozen=True)
@@ -61,13 +65,27 @@ def check(probe: Probe, *, ready: bool = False) -> tuple[bool, dict[str, Any]]:
     return True, {"status": "stopping" if stopping else "ok", **body}
 
 
+def endpoint_app(metrics: NodeMetrics, probe: Probe) -> WSGIApp:
+    """A WSGI application answering ``/metrics``, ``/healthz`` and ``/readyz`` (relative to
+    where it is mounted) for the node of *metrics* and *probe*."""
+
+    def route(request: Request) -> Response:
+        if request.path == "/metrics":
+            return Response(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
+        if request.path in ("/healthz", "/readyz"):
+            ok, body = check(probe, ready=request.path == "/readyz")
+            text = json.dumps(body).encode() + b"\n"
+            return Response(200 if ok else 503, text, "application/json")
+        return Response(404, b"not found: try /metrics, /healthz or /readyz\n")
+
+    return as_wsgi(route)
+
+
 class NodeEndpoint:
     """Serves one node's metrics and health on *address* (bound at construction)."""
 
     def __init__(self, address: tuple[str, int], metrics: NodeMetrics, probe: Probe) -> None:
-        self._metrics = metrics
-        self._probe = probe
-        self._server = HttpServer(address, self._route, name="http")
+        self._server = HttpServer(address, endpoint_app(metrics, probe), name="http")
         self.url = self._server.url
 
     def start(self) -> None:
@@ -75,12 +93,3 @@ class NodeEndpoint:
 
     def close(self) -> None:
         self._server.close()
-
-    def _route(self, path: str, query: dict[str, list[str]]) -> Response:
-        if path == "/metrics":
-            return Response(200, generate_latest(self._metrics.registry), CONTENT_TYPE_LATEST)
-        if path in ("/healthz", "/readyz"):
-            ok, body = check(self._probe, ready=path == "/readyz")
-            text = json.dumps(body).encode() + b"\n"
-            return Response(200 if ok else 503, text, "application/json")
-        return Response(404, b"not found: try /metrics, /healthz or /readyz\n")

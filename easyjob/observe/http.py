@@ -1,5 +1,5 @@
-"""A small threaded HTTP server (the standard library's) for the node endpoint and the
-dashboard: GET only, one function maps a path and query to a response."""
+"""A small threaded HTTP server (the standard library's ``wsgiref``) that serves one WSGI
+application: the node endpoint's or the dashboard's when they run on their own."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import logging
 import re
 import socket
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
 from easyjob.errors import ConfigError
+from easyjob.observe.wsgi import App, Request, Response, WSGIApp
 
-__all__ = ["App", "HttpServer", "Response", "parse_address"]
+__all__ = ["App", "HttpServer", "Request", "Response", "parse_address"]
 
 log = logging.getLogger("easyjob.http")
 
@@ -35,21 +35,7 @@ def parse_address(text: str) -> tuple[str, int]:
     return match["v6"] or match["host"] or LOOPBACK, port
 
 
-@dataclass(frozen=True)
-class Response:
-    """What a GET answers."""
-
-    status: int
-    body: bytes
-    content_type: str = "text/plain; charset=utf-8"
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-#: Maps a request's path and its query (each name to its values) to a response.
-App = Callable[[str, dict[str, list[str]]], Response]
-
-
-class _Server(ThreadingHTTPServer):
+class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
 
@@ -59,15 +45,17 @@ class _Server6(_Server):
 
 class HttpServer:
     """Binds at construction (so a bad or busy address fails before anything else starts),
-    serves *app* on a daemon thread after :meth:`start`, stops with :meth:`close`."""
+    serves the WSGI application *app* on a daemon thread after :meth:`start`, stops with
+    :meth:`close`."""
 
-    def __init__(self, address: tuple[str, int], app: App, *, name: str) -> None:
+    def __init__(self, address: tuple[str, int], app: WSGIApp, *, name: str) -> None:
         host, port = address
         cls = _Server6 if ":" in host else _Server
         try:
-            self._server = cls((host, port), _handler(app))
+            self._server = cls((host, port), _Handler)
         except OSError as err:
             raise ConfigError(f"cannot serve HTTP on {_show(host, port)}: {err}") from err
+        self._server.set_app(app)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name=f"easyjob-{name}", daemon=True
         )
@@ -96,28 +84,28 @@ def _show(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _handler(app: App) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "easyjob"
-        protocol_version = "HTTP/1.0"
+class _Quiet(ServerHandler):
+    server_software = "easyjob"
 
-        def do_GET(self) -> None:
-            parts = urlsplit(self.path)
-            try:
-                response = app(parts.path, parse_qs(parts.query))
-            except Exception:
-                log.exception("GET %s failed", self.path)
-                response = Response(500, b"internal error; see the server's log\n")
-            self.send_response(response.status)
-            self.send_header("Content-Type", response.content_type)
-            self.send_header("Content-Length", str(len(response.body)))
-            self.send_header("Cache-Control", "no-store")
-            for name, value in response.headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(response.body)
+    def log_exception(self, exc_info: Any) -> None:
+        log.error("serving a request failed", exc_info=exc_info)
 
-        def log_message(self, format: str, *args: object) -> None:
-            log.debug("%s " + format, self.address_string(), *args)
 
-    return Handler
+class _Handler(WSGIRequestHandler):
+    server_version = "easyjob"
+
+    def handle(self) -> None:
+        """As wsgiref's, with easyjob's logging instead of stderr."""
+        self.raw_requestline = self.rfile.readline(65537)
+        if len(self.raw_requestline) > 65536:
+            self.send_error(414)
+            return
+        if not self.parse_request():
+            return
+        stderr, environ = self.get_stderr(), self.get_environ()
+        handler = _Quiet(self.rfile, self.wfile, stderr, environ)  # type: ignore[arg-type]
+        handler.request_handler = self  # type: ignore[attr-defined]
+        handler.run(self.server.get_app())  # type: ignore[attr-defined]
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("%s " + format, self.address_string(), *args)

@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 
 from easyjob.core.records import Advance, TaskRow
 from easyjob.core.states import RunStatus
+from easyjob.core.store_values import DB_ERROR_KINDS
 
 __all__ = [
     "DEFAULT_TASK_LABELS",
@@ -80,6 +81,9 @@ class Metrics:
 
     def cancelled(self, task: str) -> None:
         """A running run of *task* here was cancelled on request and its job stopped."""
+
+    def declare(self, tasks: Iterable[str]) -> None:
+        """This node's code declares *tasks*: their series exist from now on, at 0."""
 
     def watch(self, gauges: Gauges, db_counters: Callable[[], dict[str, int]]) -> None:
         """Read *gauges* and the database counters (a snapshot function) at scrape time."""
@@ -219,6 +223,10 @@ class NodeMetrics(Metrics):
     def cancelled(self, task: str) -> None:
         self._for(task).cancelled.inc()
 
+    def declare(self, tasks: Iterable[str]) -> None:
+        for task in tasks:
+            self._for(task)
+
     def watch(self, gauges: Gauges, db_counters: Callable[[], dict[str, int]]) -> None:
         self.registry.register(_Live(self.node_id, gauges, db_counters))
 
@@ -285,9 +293,9 @@ class _Live(Collector):
             "Database errors by kind (each failed attempt; transient ones are retried)",
             labels=["kind"],
         )
-        for key, value in sorted(counts.items()):
-            if key.startswith("errors."):
-                errors.add_metric([key.removeprefix("errors.")], value)
+        found = {k.removeprefix("errors."): v for k, v in counts.items() if k.startswith("errors.")}
+        for kind in sorted({*DB_ERROR_KINDS, *found}):  # every kind from the start, at 0
+            errors.add_metric([kind], found.get(kind, 0))
         yield errors
 
 

@@ -5,8 +5,9 @@
 together: ``store.tasks`` (registration, due polling, schedule advances), ``store.runs``
 (claims and every later, version-checked transition), ``store.nodes`` (heartbeats, liveness
 in database time), ``store.history``, ``store.views`` (the dashboard's reads),
-``store.summary`` (``easyjob status``), ``store.progress`` (runs held past due, for health)
-and ``store.bench`` (``easyjob bench``).
+``store.summary`` (``easyjob status``), ``store.progress`` (runs held past due, for health),
+``store.cancels`` (cancel requests), ``store.bench`` (``easyjob bench``) and ``store.audit``
+(the operators' actions).
 
 Outside this package, code imports only this module and :mod:`easyjob.store.contract`.
 """
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from easyjob.errors import SchemaMissingError
 from easyjob.store import contract
+from easyjob.store.audit import AuditStore
 from easyjob.store.bench import BenchStore
 from easyjob.store.cancels import CancelStore
 from easyjob.store.database import Database
@@ -43,6 +45,8 @@ __all__ = [
     "Store",
     "is_transient",
     "render_ddl",
+    "render_upgrade",
+    "upgrade_schema",
 ]
 
 #: The documented tables' names: runs (one row per attempt) and tasks.
@@ -65,6 +69,7 @@ class Store:
         self.bench = BenchStore(db)
         self.progress = ProgressStore(db)
         self.cancels = CancelStore(db)
+        self.audit = AuditStore(db)
 
     @classmethod
     def open(cls, url: str, *, create: bool = False, **options: Any) -> Store:
@@ -129,6 +134,25 @@ def render_ddl(dialect: str) -> str:
     from easyjob.store.ddl import render
 
     return render(dialect)
+
+
+def render_upgrade(dialect: str, from_version: int) -> str:
+    """The SQL that upgrades tables of schema version *from_version* to this code's, for
+    *dialect* (``easyjob sql --upgrade-from N``; see :mod:`easyjob.store.migrations`)."""
+    from easyjob.store.migrations import upgrade_sql
+
+    return upgrade_sql(dialect, from_version)
+
+
+def upgrade_schema(url: str, **options: Any) -> tuple[int, int]:
+    """Upgrade the easyjob tables at *url* in place to this code's schema version, keeping
+    every row (``easyjob upgrade-db``); returns the versions before and after."""
+    _refuse_missing_database(url)
+    db = Database.open(url, **options)
+    try:
+        return db.upgrade_schema()
+    finally:
+        db.dispose()
 
 
 def _refuse_missing_database(url: str) -> None:

@@ -50,12 +50,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from easyjob.core.admission import Catalog
 from easyjob.core.records import (
     Advance,
     Candidate,
     HeldRun,
     HistoryRow,
-    Missed,
     NodeRow,
     Run,
     TaskRow,
@@ -64,7 +64,9 @@ from easyjob.core.records import (
 from easyjob.core.states import Misfire, NodeStatus, Overlap, RunStatus, TaskStatus
 from easyjob.core.store_values import (
     BLOCKED,
+    DB_ERROR_KINDS,
     Activity,
+    AuditEntry,
     Backlog,
     Blocked,
     Bucket,
@@ -80,7 +82,10 @@ from easyjob.core.store_values import (
 
 __all__ = [
     "BLOCKED",
+    "DB_ERROR_KINDS",
     "Activity",
+    "AuditEntry",
+    "AuditStore",
     "Backlog",
     "BenchStore",
     "Blocked",
@@ -223,17 +228,10 @@ class RunStore(Protocol):
         candidate carries the version read: the token its claim is checked against."""
         ...
 
-    def miss_late(self, cutoffs: Mapping[int, tuple[Misfire, datetime]]) -> int:
-        """Apply the misfire policy to PENDING runs per task id ``-> (policy, late before)``;
-        returns how many became MISSED. A run claimed meanwhile is left alone."""
-        ...
-
-    def supersede(self, now: datetime, limit: int = 5000) -> dict[str, Missed]:
-        """Mark MISSED every PENDING cron fire of a ``fire_once`` or ``skip`` task due
-        before *now* whose successor (a later cron fire of the same task, shard and target,
-        due by *now*, not itself MISSED or SKIPPED) exists: it was superseded and must not
-        start after it. At most *limit* per call; version-checked, so a run claimed
-        meanwhile is left alone. Returns what was marked, by task name."""
+    def miss_pending(self, runs: Mapping[int, tuple[int, str]]) -> set[int]:
+        """PENDING -> MISSED for *runs* (``id -> (version read, reason)``), in one
+        version-checked UPDATE: the misses :mod:`easyjob.core.admission` decided. Returns the
+        ids written; a run claimed or changed meanwhile is left alone."""
         ...
 
     def claim(self, node_id: str, candidates: Sequence[Candidate]) -> list[Run]:
@@ -243,13 +241,19 @@ class RunStore(Protocol):
         ...
 
     def claim_started(
-        self, node_id: str, candidates: Sequence[Candidate], *, exclusive: Collection[int] = ()
+        self,
+        node_id: str,
+        candidates: Sequence[Candidate],
+        *,
+        exclusive: Collection[int] = (),
+        deadlines: Mapping[int, datetime] | None = None,
     ) -> list[Run]:
         """Claim and start *candidates* (due now) for *node_id* with one version-checked
         UPDATE: PENDING -> RUNNING at version + 1, ``start_time`` = database time. Returns
         exactly the runs won, in due order; a candidate whose version moved, or whose id is
-        in *exclusive* while another run of its task is RUNNING, is not returned (the latter
-        stays PENDING)."""
+        in *exclusive* while another run of its task is RUNNING, or whose *deadlines* entry
+        (``id -> instant``) has come in database time when the write lands, is not returned
+        (the latter two stay PENDING)."""
         ...
 
     def claim_next(
@@ -264,10 +268,17 @@ class RunStore(Protocol):
         """CLAIMED -> RUNNING at database time: :meth:`start_many` for one run."""
         ...
 
-    def start_many(self, runs: Sequence[Run], *, exclusive: Collection[int]) -> Starts:
+    def start_many(
+        self,
+        runs: Sequence[Run],
+        *,
+        exclusive: Collection[int],
+        deadlines: Mapping[int, datetime] | None = None,
+    ) -> Starts:
         """Start a batch of one node's CLAIMED runs with one version-checked UPDATE. Per run
         id: the RUNNING run (version + 1), :data:`BLOCKED` (its id is in *exclusive* and
-        another run of its task is RUNNING), or None when fenced."""
+        another run of its task is RUNNING, or its *deadlines* entry has come in database
+        time when the write lands), or None when fenced."""
         ...
 
     def release(self, run: Run) -> bool:
@@ -366,9 +377,16 @@ class NodeStore(Protocol):
         dead_after: timedelta | None = None,
         clock_offset_ms: int = 0,
         broadcast_tasks: Sequence[str] = (),
+        catalog: Catalog | None = None,
     ) -> None:
         """Insert this node's row, RUNNING, heartbeat now. An existing id is taken over only
-        if STOPPED, DEAD or stale beyond *dead_after*; otherwise NodeIdInUseError."""
+        if STOPPED, DEAD or stale beyond *dead_after*; otherwise NodeIdInUseError. The row
+        names *catalog* (what its code declares), stored once per distinct catalog."""
+        ...
+
+    def catalogs(self, digests: Collection[str]) -> dict[str, Catalog]:
+        """The catalogs stored under *digests* (those found), by digest: what the code of the
+        nodes that name them declares (see :mod:`easyjob.core.admission`)."""
         ...
 
     def heartbeat(
@@ -413,9 +431,11 @@ class HistoryStore(Protocol):
         limit: int = 100,
         ids: list[int] | None = None,
         since: datetime | None = None,
+        started: bool | None = None,
     ) -> list[HistoryRow]:
         """At most *limit* runs, newest fire first, filtered as given (*task* may be a
-        pattern, see :func:`is_pattern`)."""
+        pattern, see :func:`is_pattern`). *started* True: only runs that started or ended;
+        False: only the planned ones (neither), soonest fire first."""
         ...
 
     def prune(
@@ -470,6 +490,10 @@ class ViewStore(Protocol):
     def next_fires(self, task_ids: Sequence[int]) -> dict[int, datetime]:
         """By task id of *task_ids*, the earliest fire time of its unstarted cron fires
         (PENDING or CLAIMED); tasks with none are absent."""
+        ...
+
+    def takeovers(self, run_ids: Sequence[int]) -> dict[int, tuple[int, str | None]]:
+        """By id of *run_ids*, the next attempt of the same fire: its id and its node."""
         ...
 
     def activity(self, window: timedelta, buckets: int = 60) -> Activity:
@@ -544,6 +568,28 @@ class BenchStore(Protocol):
         ...
 
 
+class AuditStore(Protocol):
+    """The operators' audit log: each dashboard action, who took it, when, and its result."""
+
+    def record(
+        self,
+        *,
+        actor: str,
+        action: str,
+        target: str | None,
+        result: str,
+        message: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+        remote: str | None = None,
+    ) -> int:
+        """Append one entry at the database's time; returns its id."""
+        ...
+
+    def entries(self, *, limit: int = 200) -> list[AuditEntry]:
+        """The newest *limit* entries, newest first."""
+        ...
+
+
 class Store(Protocol):
     """One database seen through its statement groups; what the node layer, the CLI, the
     dashboard and the bench are given."""
@@ -577,6 +623,9 @@ class Store(Protocol):
 
     @property
     def cancels(self) -> CancelStore: ...
+
+    @property
+    def audit(self) -> AuditStore: ...
 
     @property
     def url(self) -> str:

@@ -16,8 +16,8 @@ from easyjob.errors import (
     DatabaseUnavailableError,
     DatabaseURLError,
     SchemaMissingError,
-    SchemaVersionError,
 )
+from easyjob.store.compat import SCHEMA_VERSION_ROW, VERSION_TABLE, judge, read_versions
 from easyjob.store.dialects import Dialect, dialect_for
 from easyjob.store.engine import READONLY, create_engine, db_now, safe_url
 from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions, per_id, per_key, status_is
@@ -280,46 +280,78 @@ class Database:
     # -- schema -----------------------------------------------------------------------------
 
     def create_schema(self) -> None:
-        """Create the tables if absent (idempotent) and record the schema version.
+        """Create the tables if absent (idempotent), record the schema version and stamp
+        Alembic's table with the head revision (see :mod:`easyjob.store.migrations`).
 
         Safe when any number of processes do it at once on an empty database: creators take
         turns through a lock of the database's own (:meth:`Dialect.schema_lock
         <easyjob.store.dialects.base.Dialect.schema_lock>`), and each looks for the tables
-        only once it holds it."""
+        only once it holds it. Tables of another version are left as they are, no table of
+        this version added beside them (the check that follows refuses them)."""
 
         def create(conn: sa.Connection) -> None:
             with self.backend.schema_lock(conn):
-                metadata.create_all(conn, checkfirst=True)
-                found = conn.scalar(
-                    sa.select(meta_table.c.value).where(meta_table.c.name == "schema_version")
-                )
-                if found is None:
+                found, compatible_from = None, None
+                if sa.inspect(conn).has_table(meta_table.name):
+                    found, compatible_from = read_versions(conn)
+                if found is None:  # no tables yet, or a creation cut short (MySQL)
+                    metadata.create_all(conn, checkfirst=True)
                     conn.execute(
-                        meta_table.insert().values(name="schema_version", value=str(SCHEMA_VERSION))
+                        meta_table.insert().values(
+                            name=SCHEMA_VERSION_ROW, value=str(SCHEMA_VERSION)
+                        )
                     )
+                complete = compatible_from is not None and sa.inspect(conn).has_table(VERSION_TABLE)
+                if found in (None, str(SCHEMA_VERSION)) and not complete:
+                    from easyjob.store import migrations  # Alembic: imported when needed
+
+                    migrations.complete_bookkeeping(conn)
 
         self.write("create_schema", create)
         self.check_schema()
 
     def check_schema(self) -> None:
-        """Raise SchemaMissingError or SchemaVersionError unless the tables are this version's."""
+        """Raise SchemaMissingError, or SchemaVersionError (SchemaOutdatedError,
+        SchemaTooNewError), unless this code may run on the tables: the rule of
+        :mod:`easyjob.store.compat`. A newer, compatible schema is logged once."""
 
-        def read(conn: sa.Connection) -> tuple[bool, str | None]:
+        def read(conn: sa.Connection) -> tuple[bool, str | None, str | None]:
             if not sa.inspect(conn).has_table(meta_table.name):
-                return False, None
-            query = sa.select(meta_table.c.value).where(meta_table.c.name == "schema_version")
-            return True, conn.scalar(query)
+                return False, None, None
+            return True, *read_versions(conn)
 
-        present, version = self.read("check_schema", read)
+        present, version, compatible_from = self.read("check_schema", read)
         if not present:
             raise SchemaMissingError(
                 f"the easyjob tables are missing in {self.url!r}: run `easyjob init-db`"
             )
-        if version != str(SCHEMA_VERSION):
-            raise SchemaVersionError(
-                f"the easyjob tables in {self.url!r} are schema version {version!r}, "
-                f"this easyjob needs version {SCHEMA_VERSION}"
+        if version is None:  # MySQL commits each CREATE TABLE: a creator is half way
+            raise SchemaMissingError(
+                f"the easyjob tables in {self.url!r} have no schema_version yet (being created, "
+                "or a creation was cut short): run `easyjob init-db`"
             )
+        if not judge(self.url, version, compatible_from, SCHEMA_VERSION):
+            log.info(
+                "the easyjob tables are schema version %s, newer than this easyjob's %d and "
+                "compatible with it (compatible_from %s)",
+                version,
+                SCHEMA_VERSION,
+                compatible_from,
+            )
+
+    def upgrade_schema(self) -> tuple[int, int]:
+        """Upgrade the tables in place to this code's schema version, keeping every row
+        (:mod:`easyjob.store.migrations`); returns the versions before and after. Any number
+        of processes may do it at once: they take turns through the schema lock, and the
+        ones after the first find nothing left to do."""
+
+        from easyjob.store import migrations  # Alembic: imported when needed
+
+        def upgrade(conn: sa.Connection) -> tuple[int, int]:
+            with self.backend.schema_lock(conn):
+                return migrations.upgrade(conn, self.url)
+
+        return self.write("upgrade_schema", upgrade)
 
     def drop_schema(self) -> None:
         """Drop every easyjob table (tests and `easyjob` uninstall only)."""

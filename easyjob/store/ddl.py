@@ -15,7 +15,8 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from easyjob.errors import ConfigError
 from easyjob.store import dialects
-from easyjob.store.schema import SCHEMA_VERSION, meta_table, metadata
+from easyjob.store.migrations import revisions, version_table_def
+from easyjob.store.schema import COMPATIBLE_FROM_VERSION, SCHEMA_VERSION, meta_table, metadata
 
 __all__ = ["DIALECTS", "render"]
 
@@ -42,7 +43,15 @@ def render(dialect: str) -> str:
             parts.append(str(CreateIndex(index).compile(dialect=engine_dialect)).strip() + ";\n")
     parts.append(
         f"INSERT INTO {meta_table.name} (name, value) "
-        f"VALUES ('schema_version', '{SCHEMA_VERSION}');"
+        f"VALUES ('schema_version', '{SCHEMA_VERSION}');\n"
+        f"INSERT INTO {meta_table.name} (name, value) "
+        f"VALUES ('compatible_from', '{COMPATIBLE_FROM_VERSION}');\n"
+    )
+    parts.append("-- Alembic's record of the same version, for `easyjob upgrade-db` later.")
+    version_table = version_table_def()
+    parts.append(str(CreateTable(version_table).compile(dialect=engine_dialect)).strip() + ";")
+    parts.append(
+        f"INSERT INTO {version_table.name} (version_num) VALUES ('{revisions()[SCHEMA_VERSION]}');"
     )
     text = "\n".join(parts) + "\n"
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"

@@ -1,7 +1,8 @@
 """Engines for a database URL, each with the care its dialect asks for, and the database clock.
 
-What differs between databases (session settings, timeouts, read-only sessions, SQLite's
-``BEGIN IMMEDIATE`` and write gate) lives in :mod:`easyjob.store.dialects`. Common to all:
+What differs between databases (session or transaction settings, URL parameters easyjob reads,
+timeouts, read-only sessions, SQLite's ``BEGIN IMMEDIATE`` and write gate) lives in
+:mod:`easyjob.store.dialects`. Common to all:
 
 - PostgreSQL and MySQL/MariaDB end a session that sits inside a transaction without a word
   for ``stuck_transaction_s``: a node paused (SIGSTOP, a VM freeze) in the middle of one of
@@ -97,8 +98,9 @@ def create_engine(
         clock=clock or SystemClock(),
     )
     connect_args, kwargs = dialect.engine_arguments(options)
+    target, from_url = dialect.url_arguments(parsed)
     try:
-        engine = sa.create_engine(parsed, connect_args=connect_args, **kwargs)
+        engine = sa.create_engine(target, connect_args={**connect_args, **from_url}, **kwargs)
     except ImportError as err:
         why = dialect.install or str(err)
         raise DatabaseURLError(f"cannot use database URL {safe_url(parsed)!r}: {why}") from err

@@ -48,10 +48,14 @@ class HistoryStore:
         limit: int = 100,
         ids: list[int] | None = None,
         since: datetime | None = None,
+        started: bool | None = None,
     ) -> list[HistoryRow]:
         """At most *limit* runs, newest fire first (ties: newest row first), of *task* (a
         name, or a pattern as :func:`name_matches` reads it), in *status*, held or run by
-        *node*, and fired at or after *since* when given."""
+        *node*, and fired at or after *since* when given. With *started* True, only runs
+        that started or ended (what happened); with *started* False, only the runs that
+        neither started nor ended (what is planned: fires written ahead, waiting or held),
+        soonest fire first."""
 
         def read(conn: sa.Connection) -> list[HistoryRow]:
             columns = [d.c[name] for name in _DETAIL]
@@ -68,7 +72,14 @@ class HistoryStore:
                 query = query.where(d.c.node_id == node)
             if ids is not None:
                 query = query.where(d.c.id.in_(ids))
-            query = query.order_by(d.c.fire_time.desc(), d.c.id.desc()).limit(limit)
+            happened = sa.or_(d.c.start_time.is_not(None), d.c.end_time.is_not(None))
+            if started is True:
+                query = query.where(happened)
+            if started is False:
+                query = query.where(sa.not_(happened))
+                query = query.order_by(d.c.fire_time, d.c.id).limit(limit)
+            else:
+                query = query.order_by(d.c.fire_time.desc(), d.c.id.desc()).limit(limit)
             return [_history(row) for row in conn.execute(query).mappings()]
 
         return self._db.read("history", read)
@@ -193,6 +204,7 @@ _DETAIL = [
     "shard",
     "shards",
     "target_node",
+    "kwargs",
 ]
 
 

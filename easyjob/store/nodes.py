@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
+from easyjob.core.admission import Catalog
 from easyjob.core.records import NodeRow
 from easyjob.core.states import HELD, NodeStatus, RunStatus
 from easyjob.core.store_values import Heartbeat
 from easyjob.errors import NodeIdInUseError
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
-from easyjob.store.schema import node_table, task_detail_table
+from easyjob.store.schema import catalog_table, node_table, task_detail_table
 
 __all__ = ["Heartbeat", "NodeStore"]
 
 n = node_table
+c = catalog_table
 d = task_detail_table
 
 
@@ -39,6 +41,7 @@ class NodeStore:
         dead_after: timedelta | None = None,
         clock_offset_ms: int = 0,
         broadcast_tasks: Sequence[str] = (),
+        catalog: Catalog | None = None,
     ) -> None:
         """Insert this node's row, RUNNING, heartbeat now (database time).
 
@@ -46,10 +49,14 @@ class NodeStore:
         that row is STOPPED or DEAD, or its heartbeat is older than *dead_after* (when given):
         the predecessor crashed. Otherwise NodeIdInUseError: a live node has this id.
         *broadcast_tasks*: the names of the broadcast tasks this node's code declares (each
-        fire of one of them is planned as a run for every RUNNING node that lists it)."""
+        fire of one of them is planned as a run for every RUNNING node that lists it).
+        *catalog*: what its code declares, stored once per distinct catalog (see
+        :meth:`catalogs`) and named by the row's ``catalog`` column."""
 
         def write(conn: sa.Connection) -> None:
             now = conn.scalar(sa.select(db_now()))
+            if catalog is not None:
+                self._store_catalog(conn, catalog, now)
             stale = sa.false() if dead_after is None else n.c.heartbeat_at < now - dead_after
             values = dict(
                 host=host,
@@ -65,6 +72,7 @@ class NodeStore:
                 claimed_count=0,
                 completed_count=0,
                 broadcast_tasks=sorted(broadcast_tasks) or None,
+                catalog=catalog.digest if catalog is not None else None,
             )
             reused = conn.execute(
                 n.update()
@@ -88,6 +96,25 @@ class NodeStore:
             conn.execute(n.insert().values(node_id=node_id, version=0, **values))
 
         self._db.write("register_node", write)
+
+    def _store_catalog(self, conn: sa.Connection, catalog: Catalog, now: datetime) -> None:
+        digest = catalog.digest
+        if conn.scalar(sa.select(c.c.catalog).where(c.c.catalog == digest)) is None:
+            row = {"catalog": digest, "body": catalog.body(), "create_time": now}
+            conn.execute(self._db.backend.insert_ignore(c, ["catalog"]), [row])
+
+    def catalogs(self, digests: Collection[str]) -> dict[str, Catalog]:
+        """The catalogs stored under *digests* (those found), by digest."""
+        if not digests:
+            return {}
+
+        def read(conn: sa.Connection) -> dict[str, Catalog]:
+            rows = conn.execute(
+                sa.select(c.c.catalog, c.c.body).where(c.c.catalog.in_(sorted(digests)))
+            )
+            return {digest: Catalog.from_body(body) for digest, body in rows}
+
+        return self._db.read("read_catalogs", read)
 
     def heartbeat(
         self, node_id: str, *, clock_offset_ms: int, claimed: int, completed: int, stuck: int = 0

@@ -21,8 +21,11 @@ from easyjob.clock import utc
 from easyjob.store import dialects
 
 __all__ = [
+    "COMPATIBLE_FROM_VERSION",
     "SCHEMA_VERSION",
     "UTCDateTime",
+    "audit_table",
+    "catalog_table",
     "meta_table",
     "metadata",
     "node_table",
@@ -30,8 +33,12 @@ __all__ = [
     "task_table",
 ]
 
-#: Bumped whenever a table, column or index changes; checked by every node at start.
-SCHEMA_VERSION = 4
+#: Bumped whenever a table, column or index changes, with a migration that makes it
+#: (:mod:`easyjob.store.migrations`); checked by every node at start.
+SCHEMA_VERSION = 5
+#: The oldest code version that may run on tables of this version (:mod:`easyjob.store.compat`):
+#: SCHEMA_VERSION after a change that older code cannot live with, else unchanged.
+COMPATIBLE_FROM_VERSION = 4
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -103,8 +110,22 @@ node_table = sa.Table(
     sa.Column("stuck_count", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Column("version", Count, nullable=False, server_default=sa.text("0")),
     sa.Column("broadcast_tasks", sa.JSON(none_as_null=True)),
+    sa.Column("catalog", sa.String(64)),
     sa.Index("ix_easy_job_node_status_heartbeat", "status", "heartbeat_at"),
     comment="One row per node incarnation; liveness is heartbeat_at judged in database time.",
+)
+
+catalog_table = sa.Table(
+    "easy_job_catalog",
+    metadata,
+    sa.Column("catalog", sa.String(64), primary_key=True),
+    sa.Column("body", LongText, nullable=False),
+    sa.Column("create_time", UTCDateTime, nullable=False),
+    comment=(
+        "What a node's code declares (task name -> function, and the functions allowed for "
+        "tasks added at run time), as JSON, once per distinct catalog; easy_job_node.catalog "
+        "names it."
+    ),
 )
 
 task_table = sa.Table(
@@ -191,5 +212,23 @@ task_detail_table = sa.Table(
     sa.Index("ix_easy_job_task_detail_task_fire", "task_id", "fire_time"),
     sa.Index("ix_easy_job_task_detail_end", "end_time"),
     comment="One row per attempt of a fire (the run history); claimed by version-checked UPDATEs.",
+    sqlite_autoincrement=True,
+)
+
+
+audit_table = sa.Table(
+    "easy_job_audit",
+    metadata,
+    sa.Column("id", Id, primary_key=True, autoincrement=True),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.Column("actor", sa.String(255), nullable=False),
+    sa.Column("action", sa.String(32), nullable=False),
+    sa.Column("target", sa.String(255)),
+    sa.Column("detail", sa.JSON(none_as_null=True)),
+    sa.Column("result", sa.String(16), nullable=False),
+    sa.Column("message", sa.Text),
+    sa.Column("remote", sa.String(64)),
+    sa.Index("ix_easy_job_audit_at", "at"),
+    comment="One row per operator action from the dashboard: who, what, when, and its result.",
     sqlite_autoincrement=True,
 )

@@ -247,7 +247,7 @@ class TaskStore:
                 forget_ahead(conn, row.id, now)  # planned again from next_start_time
             elif row.status != str(TaskStatus.PAUSED):
                 forget_ahead(conn, row.id, now)
-                skip_unstarted(conn, row.id, "task paused before it started", now)
+                skip_unstarted(conn, row.id, "task paused before it started", now, paused=True)
 
         self._db.write("set_task_status", write)
         return self.get(name)
@@ -510,13 +510,14 @@ def _fire_rows(
     task_id: int, fire: PlannedFire, shards: int, targets: list[str] | None, now: datetime
 ) -> list[dict[str, Any]]:
     """The run rows of one planned fire: one per shard, or for a broadcast task (*targets*
-    not None) one per target node (numbered as shards); a fire with no target node is one
-    SKIPPED row saying so, and a MISSED fire one row."""
+    not None) one per target node (numbered as shards), a MISSED summary of a broadcast
+    task's gap too (each node's row names it); a fire with no target node is one SKIPPED row
+    saying so, and a MISSED fire of another task one row."""
     status, reason = fire.status, fire.error_msg
     if status == RunStatus.PENDING and targets is not None and not targets:
         status = RunStatus.SKIPPED
         reason = "broadcast fire: no RUNNING node declares this task"
-    if status == RunStatus.PENDING and targets:
+    if targets:  # a broadcast fire, or gap, is one row per node: each names its node
         parts: list[tuple[int, str | None]] = list(enumerate(targets))
         shards = len(targets)
     elif status == RunStatus.PENDING:

@@ -120,6 +120,34 @@ class ViewStore:
 
         return self._db.read("view_next_fires", read)
 
+    def takeovers(self, run_ids: Sequence[int]) -> dict[int, tuple[int, str | None]]:
+        """By id of *run_ids*, the attempt that followed it (same task, fire and shard, the
+        next attempt number): its id and the node that holds or ran it (None while no node
+        has claimed it). Runs with no next attempt are absent."""
+        if not run_ids:
+            return {}
+        ids = list(run_ids)
+        after = d.alias("after")
+
+        def read(conn: sa.Connection) -> dict[int, tuple[int, str | None]]:
+            found: dict[int, tuple[int, str | None]] = {}
+            for start in range(0, len(ids), _IDS_PER_READ):
+                query = sa.select(d.c.id, after.c.id, after.c.node_id).join_from(
+                    d,
+                    after,
+                    sa.and_(
+                        after.c.task_id == d.c.task_id,
+                        after.c.fire_time == d.c.fire_time,
+                        after.c.shard == d.c.shard,
+                        after.c.attempt == d.c.attempt + 1,
+                    ),
+                )
+                query = query.where(d.c.id.in_(ids[start : start + _IDS_PER_READ]))
+                found.update((int(old), (int(new), node)) for old, new, node in conn.execute(query))
+            return found
+
+        return self._db.read("view_takeovers", read)
+
     def activity(self, window: timedelta, buckets: int = 60) -> Activity:
         """Runs that ended in the last *window* (database time) in *buckets* equal buckets,
         read through the index on ``end_time``."""

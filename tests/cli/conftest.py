@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from easyjob.cli import main
+from easyjob.core.admission import Catalog
 from easyjob.core.records import Run, TaskSpec
 from easyjob.store import Store
 from easyjob.store.schema import task_detail_table as d
@@ -63,8 +64,14 @@ def yearly(*names: str) -> list[TaskSpec]:
     return [TaskSpec(name=name, func="tests.jobs:noop", cron=YEARLY) for name in names]
 
 
-def register(store: Store, node_id: str, *, offset_ms: int = 0) -> None:
-    store.nodes.register(node_id, host="host-a", pid=42, weight=1, strategy="default", workers=4)
+def register(
+    store: Store, node_id: str, *, offset_ms: int = 0, catalog: Catalog | None = None
+) -> None:
+    """A live node; with *catalog*, what its code declares (without, a node of an earlier
+    release, which published none)."""
+    store.nodes.register(
+        node_id, host="host-a", pid=42, weight=1, strategy="default", workers=4, catalog=catalog
+    )
     if offset_ms:
         store.nodes.heartbeat(node_id, clock_offset_ms=offset_ms, claimed=0, completed=0)
 

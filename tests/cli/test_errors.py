@@ -49,14 +49,18 @@ def test_missing_schema_is_exit_3_and_nothing_is_created(cli: Cli, db_url: str) 
             Store.open(db_url)
 
 
-def test_schema_of_another_version_is_exit_3(cli: Cli, store: Store, db_url: str) -> None:
-    stmt = meta_table.update().where(meta_table.c.name == "schema_version").values(value="999")
-    store.db.write("bump", lambda conn: conn.execute(stmt))
+def test_schema_of_a_newer_incompatible_version_is_exit_3(
+    cli: Cli, store: Store, db_url: str
+) -> None:
+    for name in ("schema_version", "compatible_from"):
+        stmt = meta_table.update().where(meta_table.c.name == name).values(value="999")
+        store.db.write("bump", lambda conn, stmt=stmt: conn.execute(stmt))
     result = cli("tasks", "--db", db_url)
     assert (result.code, result.err) == (
         3,
         f"easyjob: the easyjob tables in {store.db.url!r} are schema version '999', "
-        f"this easyjob needs version {SCHEMA_VERSION}\n",
+        f"this easyjob needs version {SCHEMA_VERSION}, and version 999 runs only code of "
+        "version 999 or later (its compatible_from): upgrade easyjob on this host\n",
     )
 
 
@@ -105,7 +109,7 @@ def test_bad_database_url_is_exit_2(cli: Cli, url: str, message: str) -> None:
         (
             "mysql://easyjob:secret@127.0.0.1/app",
             "pymysql",
-            "the MySQL/MariaDB driver PyMySQL is not installed: pip install PyMySQL",
+            "the MySQL/MariaDB driver PyMySQL is not installed: pip install 'easyjob[mysql]'",
         ),
     ],
 )

@@ -25,6 +25,7 @@ def test_every_option_names_its_environment_variable() -> None:
         [
             "run",
             "init-db",
+            "upgrade-db",
             "sql",
             "status",
             "tasks",

@@ -39,8 +39,9 @@ def test_trigger_of_a_task_no_live_node_registered_warns_with_exit_5(
     (run,) = store.history.runs(task="orphan")
     assert (result.code, result.out) == (5, f"triggered orphan: run {run.id}\n")
     assert result.err == (
-        f"easyjob: warning: no live node registered task 'orphan': run {run.id} waits PENDING "
-        "until a node whose code declares it starts (see `easyjob tasks`, in_code)\n"
+        f"easyjob: warning: no live node can run task 'orphan': run {run.id} waits PENDING "
+        "until a node whose code declares it (or allows its function with @runnable) starts "
+        "(see `easyjob tasks`, in_code)\n"
     )
     assert run.status == RunStatus.PENDING  # made all the same: a node may start with it
     assert cli("tasks", "--json", "--db", db_url).json()["tasks"][0]["in_code"] is False

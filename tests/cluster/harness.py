@@ -120,8 +120,11 @@ class Cluster:
         ticks: int = 0,
         slow_seconds: float = 2.0,
         env: dict[str, str] | None = None,
+        jobs: str = JOBS,
     ) -> None:
+        """*jobs*: the job module (a .py path) every node of this cluster loads."""
         self.db_url = db_url
+        self.jobs = jobs
         self.workdir = workdir
         self.ledger_path = workdir / "ledger.txt"
         self.env = {
@@ -158,7 +161,7 @@ class Cluster:
             "-m",
             "easyjob",
             "run",
-            JOBS,
+            self.jobs,
             "--db",
             db_url or self.db_url,
             "--node-id",

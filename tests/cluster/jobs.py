@@ -1,7 +1,6 @@
 """Jobs for cluster tests, shaped by environment variables set by the harness.
 
-Each run appends one line to the ledger file (outside the database), so the tests can
-count what really ran, not just what the database says ran.
+Each run appends one line to the ledger file (see tests/cluster/recording.py).
 
 - ``EASYJOB_TEST_LEDGER``: the ledger file.
 - ``EASYJOB_TEST_TICKS``: how many every-second tasks ``tick-0`` ... to declare (default 0).
@@ -14,21 +13,8 @@ import asyncio
 import os
 import time
 
-from easyjob import TaskContext, scheduled
-
-LEDGER = os.environ.get("EASYJOB_TEST_LEDGER", "ledger.txt")
-
-
-def record(ctx: TaskContext, event: str = "ran") -> None:
-    line = (
-        f"{ctx.task_name} {ctx.fire_time.isoformat()} {ctx.node_id} {ctx.attempt} "
-        f"{ctx.run_id} {event} {time.time():.6f}\n"
-    )
-    fd = os.open(LEDGER, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+from easyjob import TaskContext, runnable, scheduled
+from tests.cluster.recording import record
 
 
 def tick(ctx: TaskContext, n: int) -> None:
@@ -132,6 +118,15 @@ if os.environ.get("EASYJOB_TEST_WEB"):
     @scheduled("* * * * * *", name="always_fails")
     def always_fails(ctx: TaskContext) -> None:
         raise ValueError("no luck <img src=x onerror=alert(1)>")
+
+    # the dashboard's actions (tests/web/test_browser_actions.py)
+    @scheduled("0 0 1 1 *", name="greet", accepts=("who",))
+    def greet(ctx: TaskContext, who: str = "nobody") -> None:
+        record(ctx, who)
+
+    @runnable
+    def web_report(ctx: TaskContext) -> None:
+        record(ctx)
 
 
 @scheduled("0 0 1 1 *", name="hang", timeout=1)

@@ -70,7 +70,7 @@ def test_cancel_a_thread_job_a_process_job_and_a_pending_run(db_url: str, tmp_pa
             ),
             10,
         )
-        assert _cancel(db_url, coop) == (6, f"run {coop} had ended CANCELLED: not cancelled")
+        assert _cancel(db_url, coop) == (7, f"run {coop} had ended CANCELLED: not cancelled")
         assert node.alive
         cluster.stop_all()
         assert node.wait(10) == 0

@@ -122,8 +122,8 @@ def test_every_status_and_trigger_is_documented() -> None:
             assert f"| `{value}` |" in vocab, f"{kind.__name__}.{value.name} is not documented"
 
 
-def test_the_sql_files_and_command_are_named() -> None:
-    for name in ("sql/sqlite.sql", "sql/postgresql.sql", "sql/mysql.sql", "easyjob sql --dialect"):
+def test_the_ddl_and_upgrade_commands_are_named() -> None:
+    for name in ("easyjob sql --dialect", "easyjob upgrade-db", "--upgrade-from N", "sql/*.sql"):
         assert name in TEXT
 
 
@@ -306,7 +306,10 @@ def _check_lateness(rows: Rows, facts: Facts) -> None:
 
 
 def _check_meta(rows: Rows, facts: Facts) -> None:
-    assert rows == [{"name": "schema_version", "value": str(SCHEMA_VERSION)}]
+    assert sorted(rows, key=lambda r: r["name"]) == [
+        {"name": "compatible_from", "value": "4"},
+        {"name": "schema_version", "value": str(SCHEMA_VERSION)},
+    ]
 
 
 def _check_tasks(rows: Rows, facts: Facts) -> None:

@@ -1,5 +1,6 @@
-"""The upgrade from schema version 3 that docs/schema.md gives, run as written on each real
-database: it keeps every task's success count, and the store opens the result."""
+"""The upgrade SQL that `easyjob sql --upgrade-from 3` prints for a DBA (docs/schema.md,
+docs/deployment.md), run as printed on each real database: it keeps every task's success
+count, and the store opens the result."""
 
 from __future__ import annotations
 
@@ -11,21 +12,14 @@ import sqlalchemy as sa
 from easyjob.core.records import Run
 from easyjob.errors import SchemaVersionError
 from easyjob.store import Store
-from easyjob.store.engine import create_engine
 from easyjob.store.schema import meta_table, metadata
 from easyjob.store.schema import task_detail_table as d
 from easyjob.store.schema import task_table as t
 from tests.conftest import FAST_RETRY
-from tests.docs.test_schema_queries import DIALECTS, UPGRADES
 from tests.store.conftest import every_second, make_pending
+from tests.store.upgrade_rows import run_printed
 
 DAY = timedelta(days=1)
-
-
-def test_there_is_one_upgrade_block_per_dialect() -> None:
-    assert sorted(b.dialect or "" for b in UPGRADES) == sorted(DIALECTS)
-    for block in UPGRADES:
-        assert block.heading == "Upgrading from version 3", block
 
 
 def _history(store: Store) -> dict[str, int]:
@@ -46,7 +40,7 @@ def _history(store: Store) -> dict[str, int]:
 
 def _as_version_3(store: Store, counts: dict[str, int]) -> None:
     """What a version 3 database with the same history holds: ``success_count``, every
-    success ever, and ``schema_version`` 3."""
+    success ever, none of version 5's tables and columns, and ``schema_version`` 3."""
     mysql = store.db.dialect in ("mysql", "mariadb")
     rename = (
         "ALTER TABLE easy_job_task CHANGE pruned_success_count success_count "
@@ -57,6 +51,9 @@ def _as_version_3(store: Store, counts: dict[str, int]) -> None:
 
     def write(conn: sa.Connection) -> None:
         conn.exec_driver_sql(rename)
+        for table in ("easy_job_catalog", "easy_job_audit"):  # what version 5 added
+            conn.exec_driver_sql(f"DROP TABLE {table}")
+        conn.exec_driver_sql("ALTER TABLE easy_job_node DROP COLUMN catalog")
         for name, count in counts.items():
             conn.execute(
                 sa.text("UPDATE easy_job_task SET success_count = :n WHERE name = :name"),
@@ -67,31 +64,7 @@ def _as_version_3(store: Store, counts: dict[str, int]) -> None:
     store.db.write("downgrade", write)
 
 
-def _upgrade(url: str, dialect: str) -> None:
-    """Run the document's block for *dialect* as an operator would: statement by statement,
-    its own BEGIN and COMMIT included."""
-    (block,) = [b for b in UPGRADES if b.dialect == dialect]
-    statements = [s.strip() for s in block.sql.split(";") if s.strip()]
-    engine = create_engine(url, pool_size=1)
-    try:
-        with engine.connect() as conn:
-            raw = conn.connection.dbapi_connection
-            assert raw is not None
-            if dialect == "sqlite":
-                raw.isolation_level = None  # the block's own BEGIN and COMMIT
-            elif dialect == "mysql":
-                raw.autocommit(True)  # PyMySQL: a method
-            else:
-                raw.autocommit = True
-            cursor = raw.cursor()
-            for statement in statements:
-                cursor.execute(statement)
-            cursor.close()
-    finally:
-        engine.dispose()
-
-
-def test_the_upgrade_from_version_3_keeps_every_success_count(db_url: str) -> None:
+def test_the_upgrade_sql_from_version_3_keeps_every_success_count(db_url: str) -> None:
     store = Store.open(db_url, create=True, retry=FAST_RETRY)
     try:
         counts = _history(store)
@@ -103,7 +76,7 @@ def test_the_upgrade_from_version_3_keeps_every_success_count(db_url: str) -> No
     with pytest.raises(SchemaVersionError, match="schema version '3'"):
         Store.open(db_url, retry=FAST_RETRY)
 
-    _upgrade(db_url, dialect)
+    run_printed(db_url, dialect, 3)  # what `easyjob sql --upgrade-from 3` prints
 
     store = Store.open(db_url, retry=FAST_RETRY)  # checks the version
     try:

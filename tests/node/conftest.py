@@ -25,6 +25,7 @@ from easyjob.node.node import Node
 from easyjob.registry import Registry
 from easyjob.store import Store
 from easyjob.store.schema import task_detail_table as d
+from easyjob.store.schema import task_table as t
 
 START = datetime(2030, 1, 1, 0, 0, 0, 500_000, tzinfo=UTC)  # half a second before a fire
 
@@ -128,11 +129,21 @@ class Rig:
     def sql(self, text: str) -> None:
         self.store.db.write("test sql", lambda conn: conn.execute(sa.text(text)))
 
-    def age_pending(self, seconds: float) -> None:
-        """Move every PENDING run's due and fire time back by *seconds*."""
+    def age_pending(self, seconds: float, *, cursors: bool = False) -> None:
+        """Move every PENDING run's due and fire time back by *seconds*; with *cursors*,
+        every task's ``next_start_time`` too (as if the clock had moved on that much while
+        every node was down)."""
         delta = timedelta(seconds=seconds)
 
         def age(conn: sa.Connection) -> None:
+            if cursors:
+                for row in conn.execute(sa.select(t.c.id, t.c.next_start_time)).all():
+                    if row.next_start_time is not None:
+                        conn.execute(
+                            t.update()
+                            .where(t.c.id == row.id)
+                            .values(next_start_time=row.next_start_time - delta)
+                        )
             rows = conn.execute(
                 sa.select(d.c.id, d.c.fire_time, d.c.due_time).where(d.c.status == "PENDING")
             ).all()

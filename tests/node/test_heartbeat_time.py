@@ -12,8 +12,9 @@ import sqlalchemy as sa
 
 from easyjob import NodeConfig
 from easyjob.clock import SystemClock
-from easyjob.node.heartbeat import Heartbeater, Membership
+from easyjob.node.heartbeat import Heartbeater
 from easyjob.node.liveness import Liveness
+from easyjob.node.membership import Membership
 from easyjob.store import Store
 from easyjob.store.schema import node_table
 

@@ -6,6 +6,10 @@ import pytest
 
 BACKENDS = ("sqlite", "postgresql", "mariadb")
 SERVER_BACKENDS = ("postgresql", "mariadb")
+#: PostgreSQL behind PgBouncer in transaction pooling mode: the store tests run on it too
+#: (tests/store/conftest.py), so every store statement is checked through the pooler.
+POOLED = "pgbouncer"
+ALL_BACKENDS = (*BACKENDS, POOLED)
 
 
 def backend_params(backends: tuple[str, ...] = BACKENDS) -> list[object]:
@@ -18,7 +22,7 @@ def only_backends(*backends: str) -> pytest.MarkDecorator:
 
     ``@only_backends(*SERVER_BACKENDS)`` for fault tests that need a server process.
     """
-    unknown = set(backends) - set(BACKENDS)
+    unknown = set(backends) - set(ALL_BACKENDS)
     if unknown:
-        raise ValueError(f"unknown backends {sorted(unknown)}; known: {BACKENDS}")
+        raise ValueError(f"unknown backends {sorted(unknown)}; known: {ALL_BACKENDS}")
     return pytest.mark.parametrize("db_backend", backend_params(backends), indirect=True)

@@ -1,4 +1,5 @@
-"""Real PostgreSQL and MariaDB servers for tests, each on a free loopback port.
+"""Real PostgreSQL and MariaDB servers for tests, each on a free loopback port, and PgBouncer
+in front of PostgreSQL.
 
 Every server keeps all of its files under its own temporary directory, runs in its own session
 (so signals aimed at a test's process group do not reach it) and, when the tests run as root,
@@ -608,6 +609,50 @@ class PostgresServer(DatabaseServer):
         return True
 
 
+class PostgresStandby(PostgresServer):
+    """A streaming hot standby of *primary* (``pg_basebackup -R``), on its own port, that
+    :meth:`promote` makes a primary. Databases are created on the primary (they replicate)."""
+
+    def __init__(self, primary: PostgresServer) -> None:
+        self.primary = primary
+        super().__init__()
+
+    def create_database(self, name: str) -> str:
+        raise ServerError("a standby is read-only: create databases on its primary")
+
+    def synchronous(self, timeout: float = 30.0) -> None:
+        """Make the primary wait for this standby at every commit (``synchronous_standby_names
+        = '*'``): a commit the primary acknowledged survives its crash and a promotion."""
+        with self.primary._connect() as conn:
+            conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+            conn.execute("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.primary._connect() as conn:
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'"
+                ).fetchone()
+            if row and row[0] >= 1:
+                return
+            if time.monotonic() > deadline:
+                raise ServerError(f"the standby on port {self.port} did not become synchronous")
+            time.sleep(0.05)
+
+    def promote(self) -> None:
+        """Make this standby a primary (``pg_ctl promote``, waiting until it accepts writes)."""
+        self._run([str(self._bindir / "pg_ctl"), "-D", str(self._base / "data"), "-w", "promote"])
+
+    def _init_data(self) -> None:
+        bindir = _postgres_bindir()
+        if bindir is None:
+            raise ServerError(self.missing() or "no PostgreSQL")
+        self._bindir = bindir
+        self._mkdir("sock")
+        backup = [str(bindir / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.primary.port)]
+        backup += ["-U", "postgres", "-D", str(self._base / "data"), "-R", "-X", "stream"]
+        self._run([*backup, "-c", "fast", "--no-sync"])
+
+
 def _mariadb_binaries() -> tuple[str, str] | None:
     """(mariadbd, mariadb-install-db), also looking in sbin dirs that may not be on PATH."""
     path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
@@ -761,6 +806,98 @@ class MariaDBServer(DatabaseServer):
             with self._cursor(port, timeout=2) as cur:
                 cur.execute("SELECT 1")
         except pymysql.err.MySQLError:
+            return False
+        return True
+
+
+def _pgbouncer_binary() -> str | None:
+    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
+    return shutil.which("pgbouncer", path=path)
+
+
+class PgBouncerServer(DatabaseServer):
+    """PgBouncer in front of *postgres*, in transaction pooling mode unless *pool_mode* says.
+
+    Everything else is at PgBouncer's defaults: what it refuses (a startup ``options``
+    parameter, prepared statements carried from one transaction to the next), easyjob must
+    not need. Every database of the backend is served (a ``*`` entry); authentication is
+    ``trust``. Databases are created, dropped, made read-only and have their connections
+    terminated on the backend; stop, start, kill and pause act on PgBouncer itself.
+    """
+
+    backend = "pgbouncer"
+    _stop_signal = signal.SIGTERM  # immediate shutdown; SIGINT would wait for clients
+
+    def __init__(self, postgres: PostgresServer, pool_mode: str = "transaction") -> None:
+        self.postgres = postgres
+        self.pool_mode = pool_mode
+        super().__init__()
+
+    @classmethod
+    def missing(cls) -> str | None:
+        if _pgbouncer_binary() is None:
+            return "PgBouncer (pgbouncer) not found: run `make deps`"
+        return None
+
+    @property
+    def admin_url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def app_url(self, database: str) -> str:
+        return f"postgresql+psycopg://{APP_USER}:{APP_PASSWORD}@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, name: str) -> str:
+        self.postgres.create_database(name)
+        return self.app_url(name)
+
+    def drop_database(self, name: str) -> None:
+        self.postgres.drop_database(name)
+
+    def terminate_connections(self, database: str | None = None) -> int:
+        return self.postgres.terminate_connections(database)
+
+    def set_read_only(self, read_only: bool) -> None:
+        self.postgres.set_read_only(read_only)
+
+    def ensure_healthy(self) -> None:
+        self.postgres.ensure_healthy()
+        super().ensure_healthy()
+
+    def _init_data(self) -> None:
+        binary = _pgbouncer_binary()
+        if binary is None:
+            raise ServerError(self.missing() or "no PgBouncer")
+        self._binary = binary
+        users = self._base / "users.txt"
+        users.write_text(f'"{APP_USER}" ""\n"postgres" ""\n')
+        self._chown(users)
+
+    def _argv(self, port: int) -> list[str]:
+        ini = self._base / "pgbouncer.ini"
+        ini.write_text(
+            "[databases]\n"
+            f"* = host=127.0.0.1 port={self.postgres.port}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {self._base / 'users.txt'}\n"
+            f"pool_mode = {self.pool_mode}\n"
+        )
+        self._chown(ini)
+        return [self._binary, str(ini)]
+
+    def _ping(self, port: int) -> bool:
+        try:
+            with psycopg.connect(
+                host="127.0.0.1",
+                port=port,
+                user="postgres",
+                dbname="postgres",
+                connect_timeout=2,
+                autocommit=True,
+                prepare_threshold=None,
+            ) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error:
             return False
         return True
 

@@ -1,14 +1,25 @@
-"""Store fixtures: a fresh schema on each of sqlite, postgresql and mariadb."""
+"""Store fixtures: a fresh schema on each of sqlite, postgresql and mariadb, and on
+PostgreSQL behind PgBouncer in transaction pooling mode (``pgbouncer``)."""
 
 from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
+
+import pytest
 
 from easyjob.core.records import Advance, PlannedFire, TaskSpec
 from easyjob.store import Store
+from tests.rig.backends import ALL_BACKENDS, backend_params
+
+
+@pytest.fixture(params=backend_params(ALL_BACKENDS))
+def db_backend(request: pytest.FixtureRequest) -> str:
+    """This run's backend: the three databases, and ``pgbouncer`` (PostgreSQL behind it)."""
+    backend: str = request.param
+    return backend
 
 
 def every_second(name: str = "job", **kwargs: object) -> TaskSpec:
@@ -48,3 +59,16 @@ def race_in_processes(
         proc.join(timeout=30)
         assert proc.exitcode == 0
     return results
+
+
+def pending_fires(store: Store, name: str, fires: int, **spec: object) -> list[datetime]:
+    """Register *name* and write *fires* every-second PENDING runs, the first due a minute
+    ago at most (the store's clock is real: times are relative to its now)."""
+    (task,) = store.tasks.upsert([every_second(name, **spec)])
+    start = store.db.now().replace(microsecond=0) - timedelta(seconds=fires)
+    times = [start + timedelta(seconds=i) for i in range(fires)]
+    planned = tuple(PlannedFire(t) for t in times)
+    after = times[-1] + timedelta(seconds=1)
+    advance = Advance(task.id, task.version, after, planned, task.shards, task.broadcast)
+    assert store.tasks.advance("planner", [advance]) == [task.id]
+    return times

@@ -149,3 +149,20 @@ def test_bad_broadcast_definitions_are_refused(options: dict[str, object], messa
     with pytest.raises(TaskDefinitionError) as refused:
         TaskSpec(name="x", func="m:x", **options)  # type: ignore[arg-type]
     assert str(refused.value) == message
+
+
+def test_a_gap_of_a_broadcast_task_is_one_missed_row_per_node_naming_it(store: Store) -> None:
+    _node(store, "a", "everywhere")
+    _node(store, "b", "everywhere")
+    (task,) = store.tasks.upsert([SPEC])
+    assert task.next_start_time is not None
+    first = task.next_start_time
+    gap = PlannedFire(first, RunStatus.MISSED, "missed 3 fires", 3, first + timedelta(seconds=2))
+    latest = PlannedFire(first + timedelta(seconds=3))
+    advance = Advance(task.id, task.version, first + timedelta(seconds=4), (gap, latest), 1, True)
+    assert store.tasks.advance("planner", [advance]) == [task.id]
+    runs = store.history.runs(task="everywhere")
+    missed = sorted((r.target_node, r.missed_count) for r in runs if r.status == RunStatus.MISSED)
+    assert missed == [("a", 3), ("b", 3)]
+    pending = sorted(r.target_node or "" for r in runs if r.status == RunStatus.PENDING)
+    assert pending == ["a", "b"]

@@ -311,7 +311,7 @@ def test_a_serial_start_waits_for_one_in_flight_and_sees_it(
     PostgreSQL nodes): node A's start of a serial run is written, not yet committed, when
     node B starts the task's next run. Under READ COMMITTED B's "no other run RUNNING"
     check does not see A's write. B must wait for A's commit, then see A's run (the task
-    row lock, see easyjob.store.runs._exclusive_turn), not run beside it."""
+    row lock, see easyjob.store.runs.claims.busy_ids), not run beside it."""
     if store.db.dialect == "sqlite":
         pytest.skip("sqlite: one writer at a time, so B's start waits for A's by design")
     first, second = _candidates(store, make_pending(store, fires=2))

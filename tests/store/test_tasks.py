@@ -14,8 +14,7 @@ from easyjob.errors import TaskDefinitionError, TaskNotFoundError
 from easyjob.store import Store
 from easyjob.store.schema import task_detail_table as d
 from easyjob.store.schema import task_table as t
-from tests.store.conftest import every_second
-from tests.store.test_supersede import pending_fires
+from tests.store.conftest import every_second, pending_fires
 
 
 def test_upsert_inserts_then_is_idempotent(store: Store) -> None:

@@ -7,10 +7,12 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from easyjob.cli import main
+from easyjob.core.store_values import DB_ERROR_KINDS
 from easyjob.errors import ConfigError
-from easyjob.observe.endpoint import Probe, check
+from easyjob.observe.endpoint import Probe, check, endpoint_app
 from easyjob.observe.http import HttpServer, Response, parse_address
 from easyjob.observe.metrics import OTHER, Gauges, NodeMetrics
+from easyjob.observe.wsgi import as_wsgi
 
 
 def values(metrics: NodeMetrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -137,10 +139,58 @@ def test_bad_http_options_are_usage_errors(
 
 
 def test_a_busy_port_is_named() -> None:
-    first = HttpServer(("127.0.0.1", 0), lambda path, query: Response(200, b""), name="t")
+    empty = as_wsgi(lambda request: Response(200, b""))
+    first = HttpServer(("127.0.0.1", 0), empty, name="t")
     port = int(first.url.rsplit(":", 1)[1])
     try:
         with pytest.raises(ConfigError, match=f"cannot serve HTTP on 127.0.0.1:{port}: "):
-            HttpServer(("127.0.0.1", port), lambda path, query: Response(200, b""), name="t")
+            HttpServer(("127.0.0.1", port), empty, name="t")
     finally:
         first.close()
+
+
+def test_every_series_is_there_at_0_from_the_start() -> None:
+    metrics = NodeMetrics("n1")
+    metrics.watch(
+        Gauges(lambda: 0, lambda: 0, lambda: 0, lambda: 0.1, lambda: 0.0),
+        lambda: {"statements": 1, "commits": 1},  # no error yet
+    )
+    metrics.declare(["a", "b"])
+    found = values(metrics)
+    for kind in DB_ERROR_KINDS:
+        assert found[("easyjob_db_errors_total", frozenset({("kind", kind)}))] == 0
+    for task in ("a", "b"):
+        assert found[("easyjob_runs_started_total", frozenset({("task", task)}))] == 0
+        assert found[("easyjob_misfires_total", frozenset({("task", task)}))] == 0
+        for outcome in ("success", "failure"):
+            labels = frozenset({("task", task), ("outcome", outcome)})
+            assert found[("easyjob_runs_finished_total", labels)] == 0
+
+
+def _request(url: str, method: str) -> tuple[int, bytes, dict[str, str]]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=5) as r:
+            return r.status, r.read(), dict(r.headers)
+    except urllib.error.HTTPError as err:
+        return err.code, err.read(), dict(err.headers)
+
+
+def test_head_is_answered_like_get_without_a_body() -> None:
+    metrics = NodeMetrics("n1")
+    app = endpoint_app(metrics, probe(age=0.1, threads={"loader": True}))
+    server = HttpServer(("127.0.0.1", 0), app, name="t")
+    server.start()
+    try:
+        status, body, headers = _request(server.url + "/metrics", "GET")
+        assert status == 200 and body
+        head_status, head_body, head_headers = _request(server.url + "/metrics", "HEAD")
+        assert (head_status, head_body) == (200, b"")
+        assert head_headers["Content-Type"] == headers["Content-Type"]
+        assert _request(server.url + "/healthz", "HEAD")[:2] == (200, b"")
+        assert _request(server.url + "/nope", "HEAD")[:2] == (404, b"")
+        assert _request(server.url + "/metrics", "PUT")[0] == 405
+    finally:
+        server.close()

@@ -72,22 +72,6 @@ def test_an_exclusive_task_starts_one_run_at_a_time_in_fire_order() -> None:
     assert table.pop_due(at(11)) == [third]
 
 
-def test_later_due_waiting_tells_whether_a_successor_of_the_fire_is_due_and_held() -> None:
-    table = Timetable(workers=1)
-    first, second, future = (run(4, s, Overlap.SERIAL) for s in (1, 2, 9))
-    other_shard = replace(run(4, 3), shard=1)
-    table.add([first, second, future, other_shard], T0)
-    assert table.later_due_waiting(first, at(5))  # the fire at 2 s is due too
-    assert not table.later_due_waiting(second, at(5))  # the one at 9 s is not due yet
-    assert not table.later_due_waiting(other_shard, at(5))  # no later fire of shard 1
-    assert table.later_due_waiting(replace(first, shard=1), at(5))
-    assert [r.id for r in table.pop_due(at(5))] == [first.id]
-    assert table.later_due_waiting(first, at(5))  # popped, its successor still waits
-    table.finished(first.id, 0.1)
-    assert [r.id for r in table.pop_due(at(5))] == [second.id]
-    assert not table.later_due_waiting(first, at(5))  # the successor left the timetable
-
-
 def test_due_runs_without_a_worker_past_the_grace_are_handed_back() -> None:
     table = Timetable(workers=1)
     hog, waiting = run(1, 0), run(2, 1)

@@ -8,105 +8,19 @@ installs it). With ``EASYJOB_SCREENSHOTS=DIR`` each page's screenshot is written
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from selenium import webdriver
 from selenium.common.exceptions import (
     NoAlertPresentException,
-    StaleElementReferenceException,
-    WebDriverException,
 )
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from tests.cluster.harness import Cluster, wait_until
-from tests.rig.servers import free_port
-from tests.web.conftest import HOSTILE, NODE
+from tests.web.conftest import HOSTILE, NODE, gone, shoot
 
 pytestmark = pytest.mark.cluster
-
-CHROMIUM = "/usr/bin/chromium"
-DRIVER = "/usr/bin/chromedriver"
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1400,1000",
-)
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[WebDriver]:
-    missing = [path for path in (CHROMIUM, DRIVER) if not shutil.which(path)]
-    if missing:
-        _unavailable(f"no headless browser: {', '.join(missing)} missing (make deps installs it)")
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
-    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-@pytest.fixture
-def dashboard(cluster: Cluster, tmp_path: Path) -> Iterator[str]:
-    """``easyjob dashboard`` as its own process; yields its base URL."""
-    port = free_port()
-    log = (tmp_path / "dashboard.log").open("wb")
-    argv = [sys.executable, "-m", "easyjob", "dashboard", "--db", cluster.db_url]
-    argv += ["--http", f"127.0.0.1:{port}", "--refresh", "0"]
-    proc = subprocess.Popen(argv, env=cluster.env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError((tmp_path / "dashboard.log").read_text())
-        try:
-            with urllib.request.urlopen(base + "/static/style.css", timeout=2):
-                return True
-        except OSError:
-            return False
-
-    try:
-        wait_until("the dashboard to answer", up, 30)
-        yield base
-    finally:
-        proc.terminate()
-        assert proc.wait(10) == 0
-        log.close()
-
-
-def _shoot(driver: WebDriver, name: str, tmp_path: Path) -> None:
-    folder = Path(os.environ.get("EASYJOB_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    assert driver.save_screenshot(str(folder / f"dashboard-{name}.png"))
 
 
 def test_dashboard_in_a_real_browser(browser: WebDriver, dashboard: str, tmp_path: Path) -> None:
@@ -120,7 +34,7 @@ def test_dashboard_in_a_real_browser(browser: WebDriver, dashboard: str, tmp_pat
         """Apply the filters and wait for the new page (the old one's elements go stale)."""
         old = driver.find_element(By.TAG_NAME, "table")
         driver.find_element(By.ID, "filter-apply").click()
-        WebDriverWait(driver, 20).until(lambda _: _gone(old))
+        WebDriverWait(driver, 20).until(lambda _: gone(old))
 
     def no_script_ran() -> None:
         assert driver.find_elements(By.TAG_NAME, "script") == []
@@ -135,7 +49,7 @@ def test_dashboard_in_a_real_browser(browser: WebDriver, dashboard: str, tmp_pat
     assert bars, "the chart shows no runs"
     assert "no luck <img src=x onerror=alert(1)>" in cells("failures", 7)[0]
     no_script_ran()
-    _shoot(driver, "overview", tmp_path)
+    shoot(driver, "overview", tmp_path)
 
     driver.get(dashboard + "/tasks")
     names = cells("tasks", 0)
@@ -143,7 +57,7 @@ def test_dashboard_in_a_real_browser(browser: WebDriver, dashboard: str, tmp_pat
     registered = dict(zip(names, cells("tasks", 9), strict=True))
     assert registered[HOSTILE] == "yes"  # declared by the live node's code
     no_script_ran()
-    _shoot(driver, "tasks", tmp_path)
+    shoot(driver, "tasks", tmp_path)
     box = driver.find_element(By.ID, "filter-q")
     box.send_keys("script")
     submit()
@@ -152,7 +66,7 @@ def test_dashboard_in_a_real_browser(browser: WebDriver, dashboard: str, tmp_pat
     driver.get(dashboard + "/runs")
     assert {HOSTILE, "always_fails"} <= set(cells("runs", 1))
     no_script_ran()
-    _shoot(driver, "runs", tmp_path)
+    shoot(driver, "runs", tmp_path)
     Select(driver.find_element(By.ID, "filter-status")).select_by_value("FAILED")
     Select(driver.find_element(By.ID, "filter-node")).select_by_value(NODE)
     submit()
@@ -176,18 +90,4 @@ def test_dashboard_in_a_real_browser(browser: WebDriver, dashboard: str, tmp_pat
     details.find_element(By.TAG_NAME, "summary").click()
     assert "ValueError: no luck <img src=x onerror=alert(1)>" in details.text
     no_script_ran()
-    _shoot(driver, "failures", tmp_path)
-
-
-def _gone(element: WebElement) -> bool:
-    """Whether *element* left the document (its page was replaced). Asked mid-navigation,
-    chromedriver may say so with an "unknown error" instead of a stale reference."""
-    try:
-        element.is_enabled()
-    except StaleElementReferenceException:
-        return True
-    except WebDriverException as err:
-        if "does not belong to the document" in str(err):
-            return True
-        raise
-    return False
+    shoot(driver, "failures", tmp_path)

@@ -50,7 +50,7 @@ def test_pages_escape_what_they_show_and_send_no_write(read_only_store: Store) -
         "before_cursor_execute",
         lambda conn, cursor, statement, *rest: sent.append(statement),
     )
-    server = HttpServer(("127.0.0.1", 0), Dashboard(read_only_store), name="dashboard-test")
+    server = HttpServer(("127.0.0.1", 0), Dashboard(read_only_store).wsgi(), name="dashboard-test")
     server.start()
     try:
         base = server.url
@@ -83,7 +83,7 @@ def test_pages_escape_what_they_show_and_send_no_write(read_only_store: Store) -
     for body in bodies.values():
         assert "<script" not in body.lower()
         assert "<img" not in body.lower()
-    (row,) = [r for r in bodies["/tasks"].split("<tr") if f'class="name">{escaped}<' in r]
+    (row,) = [r for r in bodies["/tasks"].split("<tr") if f'">{escaped}</a></td>' in r]
     _lag, _pending, succeeded, _failed = re.findall(r'<td class="num">([^<]*)</td>', row)
     assert int(succeeded) >= 1  # the task's successes (the history has some), not blank
     assert "no luck &lt;img src=x onerror=alert(1)&gt;" in bodies["/failures"]

@@ -73,6 +73,12 @@ class Dialect:
         SQLite file that is not there: connecting would create an empty one)."""
         return False
 
+    def url_arguments(self, url: URL) -> tuple[URL, dict[str, Any]]:
+        """``(url, connect_args)``: query parameters of *url* (already checked by
+        :meth:`check_url`) that easyjob reads itself, taken off the URL and turned into
+        driver arguments of their proper types. Default: none."""
+        return url, {}
+
     def engine_arguments(self, options: EngineOptions) -> tuple[dict[str, Any], dict[str, Any]]:
         """``(connect_args, create_engine keyword arguments)``: pool, timeouts, session
         settings (isolation, read-only, idle-in-transaction limit)."""

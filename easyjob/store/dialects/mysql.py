@@ -59,7 +59,7 @@ class MySQLDialect(Dialect):
     schemes = ("mysql", "mariadb", "mysql+pymysql", "mariadb+pymysql")
     driver = "mysql+pymysql"
     driver_module = "pymysql"
-    install = "the MySQL/MariaDB driver PyMySQL is not installed: pip install PyMySQL"
+    install = "the MySQL/MariaDB driver PyMySQL is not installed: pip install 'easyjob[mysql]'"
     example_url = "mysql://USER:PASSWORD@HOST/DB"
 
     def engine_arguments(self, options: EngineOptions) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import URL
 
 from easyjob.store.dialects.base import Dialect, EngineOptions
 
-__all__ = ["PostgreSQLDialect"]
+__all__ = ["PREPARE_THRESHOLD", "PostgreSQLDialect", "begin_sql", "prepare_threshold"]
 
 _KINDS = {"40001": "deadlock", "40P01": "deadlock", "55P03": "lock", "25006": "read_only"}
 #: SQLSTATE classes: connection exception, insufficient resources, operator intervention.
@@ -20,17 +22,58 @@ _CLASS_KINDS = {"08": "connection", "53": "resources", "57": "connection"}
 _TRANSIENT_CLASSES = ("08", "53", "57P")
 #: The advisory lock schema creators take turns through.
 _SCHEMA_LOCK_KEY = 0x65617379_6A6F62  # "easyjob"
+#: The URL query parameter (psycopg's connection argument) for server-side prepares.
+PREPARE_THRESHOLD = "prepare_threshold"
+_NO_PREPARE = ("none", "null", "off", "")
+#: A host name or IPv4 address with its port (an IPv6 address has more than one colon).
+_HOST_PORT = re.compile(r"[^:]+:\d+")
+
+
+def prepare_threshold(url: URL) -> int | None:
+    """psycopg's ``prepare_threshold`` for *url*: its ``?prepare_threshold=`` (a whole
+    number N: prepare a statement on its Nth run, 0 at once; ``none`` or ``off``: never),
+    None (never) when absent. Raises ValueError naming a bad value."""
+    raw = url.query.get(PREPARE_THRESHOLD)
+    if raw is None:
+        return None
+    values = {raw} if isinstance(raw, str) else set(raw)
+    if len(values) != 1:
+        raise ValueError(f"{PREPARE_THRESHOLD} is given more than once: {sorted(values)!r}")
+    (text,) = values
+    if text.strip().lower() in _NO_PREPARE:
+        return None
+    if not text.strip().isdigit():
+        raise ValueError(
+            f"invalid {PREPARE_THRESHOLD} {text!r}: use a whole number (0 or more) or none"
+        )
+    return int(text)
+
+
+def begin_sql(options: EngineOptions) -> str:
+    """The ``BEGIN`` of every transaction, with the transaction's settings: one simple-query
+    message, so settings cost no round trip and outlive no transaction."""
+    stuck_ms = max(1, round(options.stuck_transaction_s * 1000))
+    begin = "BEGIN READ ONLY" if options.read_only else "BEGIN"
+    return f"{begin}; SET LOCAL idle_in_transaction_session_timeout = {stuck_ms}"
 
 
 class PostgreSQLDialect(Dialect):
     """PostgreSQL (psycopg 3).
 
-    - A session that sits inside a transaction for ``stuck_transaction_s`` is ended by the
-      server (``idle_in_transaction_session_timeout``): a node paused (SIGSTOP, a VM freeze)
-      in one of its short transactions would otherwise hold its row locks.
-    - A read-only engine's sessions are ``default_transaction_read_only``.
+    - Nothing is kept in the session, so PgBouncer's transaction pooling works at its
+      defaults (docs/deployment.md, "Connection poolers"): no startup ``options`` (PgBouncer
+      refuses them), every setting is the transaction's own, sent with its ``BEGIN`` in one
+      message (no extra round trip): a transaction that sits idle for
+      ``stuck_transaction_s`` is ended by the server (``SET LOCAL
+      idle_in_transaction_session_timeout``: a node paused by SIGSTOP or a VM freeze in one
+      of its short transactions would otherwise hold its row locks), and a read-only
+      engine's transactions are ``BEGIN READ ONLY``.
+    - Server-side prepared statements are off unless the URL asks for them
+      (``?prepare_threshold=N``; psycopg's own default is 5): behind a transaction pooler a
+      statement prepared on one server connection is unknown, or another statement, on the
+      next. Measured, they were not worth having (docs/performance.md).
     - ``UPDATE ... RETURNING`` names batch winners; ``FOR UPDATE SKIP LOCKED`` is offered.
-    - Batch lists bind as arrays (one SQL text per statement, which psycopg prepares).
+    - Batch lists bind as arrays (one SQL text per statement whatever the batch).
     - Schema creators take turns through a transaction-scoped advisory lock, so the DDL
       commits before the next creator looks.
     """
@@ -45,16 +88,50 @@ class PostgreSQLDialect(Dialect):
     skip_locked = True
     array_lists = True
 
+    def check_url(self, url: URL) -> str | None:
+        try:
+            prepare_threshold(url)
+        except ValueError as err:
+            return str(err)
+        hosts = url.query.get("host", ())
+        for host in (hosts,) if isinstance(hosts, str) else hosts:
+            if "," in host and any(_HOST_PORT.fullmatch(h.strip()) for h in host.split(",")):
+                return (
+                    f"host={host!r} lists hosts with their ports in one value, which psycopg "
+                    "reads as one host name: give each its own parameter "
+                    "(?host=H1:P1&host=H2:P2) or the hosts and the ports apart "
+                    "(?host=H1,H2&port=P1,P2)"
+                )
+        return None
+
+    def url_arguments(self, url: URL) -> tuple[URL, dict[str, Any]]:
+        threshold = prepare_threshold(url)
+        return url.difference_update_query([PREPARE_THRESHOLD]), {PREPARE_THRESHOLD: threshold}
+
     def engine_arguments(self, options: EngineOptions) -> tuple[dict[str, Any], dict[str, Any]]:
-        stuck_ms = max(1, round(options.stuck_transaction_s * 1000))
-        session = f"-c idle_in_transaction_session_timeout={stuck_ms}"
-        if options.read_only:
-            session += " -c default_transaction_read_only=on"
+        # autocommit at the driver: the "begin" hook below sends BEGIN itself, with the
+        # transaction's settings in the same message (see prepare)
         connect_args = {
             "connect_timeout": max(1, round(options.connect_timeout_s)),
-            "options": session,
+            "autocommit": True,
         }
         return connect_args, {"pool_size": options.pool_size, "max_overflow": options.pool_size}
+
+    def prepare(self, engine: sa.Engine, options: EngineOptions) -> None:
+        begin = begin_sql(options)
+
+        @sa.event.listens_for(engine, "begin")
+        def _begin(conn: sa.Connection) -> None:
+            conn.exec_driver_sql(begin)
+
+        @sa.event.listens_for(engine, "do_execute")
+        def _execute(cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
+            if statement != begin:
+                return False
+            # two statements: the simple-query protocol, never a prepare (which
+            # ?prepare_threshold=0 would ask for, and which takes one statement only)
+            cursor.execute(statement, prepare=False)
+            return True
 
     def offline(self) -> sa.engine.Dialect:
         return postgresql.dialect()  # type: ignore[no-untyped-call]

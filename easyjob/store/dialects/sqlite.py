@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC
 from typing import Any
@@ -26,6 +27,13 @@ _TRANSIENT = {
 #: The text layout SQLAlchemy stores times in on SQLite, so stored values and database time
 #: compare as times do.
 _TIME = "%Y-%m-%d %H:%M:%S.%f"
+#: A commit that leaves the WAL this many pages long folds it back into the database file
+#: (SQLite's default, 1,000 pages, is 4 MiB: more than a small volume holds, and until then
+#: every row lives in the WAL alone; see docs/reliability.md, "SQLite and a full disk").
+WAL_AUTOCHECKPOINT_PAGES = 256
+#: Bytes a WAL file keeps once it starts over (a WAL that grew gives the rest back).
+WAL_SIZE_LIMIT = 1 << 20
+_DISK_FULL = "disk is full"
 
 
 class SQLiteDialect(Dialect):
@@ -43,6 +51,11 @@ class SQLiteDialect(Dialect):
       ``json_extract`` from one bound JSON object (:meth:`lookup_sql`).
     - A statement cache of 512 per connection (the module's default is 128): batch
       statements come in up to log2(batch) + 1 texts each.
+    - A full disk passes once space returns, even on a small volume: the WAL is folded back
+      into the database file every :data:`WAL_AUTOCHECKPOINT_PAGES` pages and keeps at most
+      :data:`WAL_SIZE_LIMIT` bytes, and after a "database or disk is full" error the next
+      write transaction first checkpoints the WAL and truncates it to nothing
+      (``wal_checkpoint(TRUNCATE)``), until that succeeds.
     """
 
     name = "sqlite"
@@ -85,6 +98,7 @@ class SQLiteDialect(Dialect):
     def prepare(self, engine: sa.Engine, options: EngineOptions) -> None:
         clock: Clock = options.clock
         read_only = options.read_only
+        disk_full = threading.Event()
 
         def now() -> str:
             return clock.now().astimezone(UTC).strftime(_TIME)
@@ -96,16 +110,25 @@ class SQLiteDialect(Dialect):
             cursor = dbapi_conn.cursor()
             if not read_only:  # a read-only reader leaves the file's journal mode alone
                 cursor.execute("PRAGMA journal_mode=WAL")
+                cursor.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+                cursor.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
             cursor.execute(f"PRAGMA busy_timeout={int(options.busy_timeout_s * 1000)}")
             cursor.execute("PRAGMA synchronous=NORMAL")
             if read_only:
                 cursor.execute("PRAGMA query_only=ON")
             cursor.close()
 
+        @sa.event.listens_for(engine, "handle_error")
+        def _error(context: sa.engine.ExceptionContext) -> None:
+            if _DISK_FULL in str(context.original_exception).lower():
+                disk_full.set()
+
         @sa.event.listens_for(engine, "begin")
         def _begin(conn: sa.Connection) -> None:
             # transactions that only read (engine.READONLY) begin deferred
             readonly = read_only or conn.get_execution_options().get("easyjob_readonly", False)
+            if not readonly and disk_full.is_set():
+                _checkpoint(conn, disk_full)
             conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
     def column_types(self) -> Mapping[str, sa.types.TypeEngine[Any]]:
@@ -151,3 +174,12 @@ class SQLiteDialect(Dialect):
         # "(SELECT column2 FROM (VALUES ...) WHERE column1 = id)" scanned the list per row
         # (1.8 ms); and its text does not depend on the batch at all
         return f"json_extract({bound('mapping')}, '$.\"' || {column} || '\"')"
+
+
+def _checkpoint(conn: sa.Connection, disk_full: threading.Event) -> None:
+    """After a full disk: fold the WAL into the database file and truncate it, so the space
+    it held is free again. While the disk is still full this fails like the write did (and
+    the write is retried); once it succeeds, writes go on as before."""
+    busy = conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").scalar()
+    if busy == 0:
+        disk_full.clear()

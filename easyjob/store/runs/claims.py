@@ -1,0 +1,211 @@
+"""Claims: PENDING runs won by a node, by a version-checked UPDATE or (PostgreSQL's
+``skip_locked`` mode) by rows locked with ``FOR UPDATE SKIP LOCKED``; and the overlap check
+that a start of a ``serial`` run makes in the same transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from easyjob.core.records import Candidate, Run
+from easyjob.core.states import RunStatus, TaskStatus
+from easyjob.store.database import Database, at_versions, status_is
+from easyjob.store.engine import db_now
+from easyjob.store.expressions import in_list, not_in_list
+from easyjob.store.runs.fencing import in_time, moved
+from easyjob.store.runs.reads import claimable_by, read_runs
+from easyjob.store.schema import task_detail_table, task_table
+
+__all__ = ["RunClaims", "busy_ids", "starts_at"]
+
+d = task_detail_table
+t = task_table
+
+
+class RunClaims:
+    """The run store's claims: PENDING -> CLAIMED (or straight to RUNNING)."""
+
+    _db: Database
+
+    def claim(self, node_id: str, candidates: Sequence[Candidate]) -> list[Run]:
+        """Claim a batch of PENDING runs for *node_id* with one version-checked UPDATE.
+
+        Returns exactly the runs this call won (CLAIMED, version + 1), in due order; a
+        candidate whose version moved (another node claimed it) is silently not returned.
+        """
+        return self._claim(node_id, candidates, RunStatus.CLAIMED, (), {}, "claim_runs")
+
+    def claim_started(
+        self,
+        node_id: str,
+        candidates: Sequence[Candidate],
+        *,
+        exclusive: Collection[int] = (),
+        deadlines: Mapping[int, datetime] | None = None,
+    ) -> list[Run]:
+        """Claim and start a batch of PENDING runs due now (or within moments) for *node_id*
+        in one version-checked UPDATE: PENDING -> RUNNING, version + 1, ``claim_time`` set
+        to database time and ``start_time`` to it or, for a run not due yet, to its due
+        time (the node calls the function then). One row write where :meth:`claim` then
+        :meth:`start_many` make two: the loader's way for runs a free worker of its node
+        will start at their time.
+
+        Returns exactly the runs this call won, RUNNING, in due order. A candidate whose
+        version moved (another node claimed it) is not returned; nor is one whose id is in
+        *exclusive* (overlap ``serial``) while another run of its task is RUNNING (the check
+        of :meth:`start_many`, :func:`busy_ids`, in the same transaction): it stays PENDING,
+        to be claimed once that run has ended. Give at most one run per task of those. Nor is
+        one whose *deadlines* entry (``id -> instant``) has come, in database time, when the
+        write lands (see :func:`~easyjob.store.runs.fencing.in_time`): it stays PENDING."""
+        return self._claim(
+            node_id,
+            candidates,
+            RunStatus.RUNNING,
+            exclusive,
+            deadlines or {},
+            "claim_started_runs",
+        )
+
+    def _claim(
+        self,
+        node_id: str,
+        candidates: Sequence[Candidate],
+        status: RunStatus,
+        exclusive: Collection[int],
+        deadlines: Mapping[int, datetime],
+        what: str,
+    ) -> list[Run]:
+        """PENDING -> *status* (CLAIMED, or RUNNING with ``start_time``) for *node_id*, of
+        the *candidates* still at the version read (and, for ids in *exclusive*, whose task
+        has no other run RUNNING), in one version-checked UPDATE; returns the runs won, in
+        due order."""
+        if not candidates:
+            return []
+        expected = {c.id: c.version for c in candidates}
+        values: dict[str, Any] = {"claim_time": db_now()}
+        if status == RunStatus.RUNNING:
+            values["start_time"] = starts_at()
+
+        def write(conn: sa.Connection) -> list[Run]:
+            busy = busy_ids(self._db, conn, candidates, exclusive)
+            free = {i: v for i, v in expected.items() if i not in busy}
+            if not free:
+                return []
+            stmt = (
+                d.update()
+                .where(
+                    at_versions(d, free),
+                    status_is(d.c.status, str(RunStatus.PENDING)),
+                    claimable_by(node_id),
+                    in_time(free, deadlines),
+                )
+                .values(status=str(status), node_id=node_id, version=d.c.version + 1, **values)
+            )
+            won = self._db.winners(conn, stmt, d, free)
+            return read_runs(conn, won) if won else []
+
+        def landed(conn: sa.Connection) -> list[Run] | None:
+            won = moved(conn, expected, status, node_id)
+            return read_runs(conn, won) if won else None
+
+        return self._db.write(what, write, landed=landed)
+
+    def claim_next(
+        self, node_id: str, horizon: datetime, limit: int, exclude: Collection[int] = ()
+    ) -> list[Run]:
+        """Claim for *node_id* at most *limit* PENDING runs due by *horizon*, earliest first,
+        of tasks not PAUSED (and not in *exclude*, task ids), skipping rows
+        another transaction holds locked: the ``skip_locked`` claim mode, PostgreSQL only
+        (see :attr:`Database.skip_locked`).
+
+        One UPDATE over a ``SELECT ... ORDER BY due_time, id LIMIT n FOR UPDATE SKIP LOCKED``
+        (PostgreSQL locks only the rows that select returns), then one read of the runs won.
+        Nodes claiming at the same moment lock different rows instead of waiting for each
+        other's or losing races over them. Every row locked is this transaction's alone until
+        it commits, so every row updated was won.
+
+        If the COMMIT's reply is lost, the runs won are not known here: they stay CLAIMED by
+        this node, and its recovery sweep takes them back as orphans (like any run the
+        database says a node holds and the node does not know of).
+        """
+        if limit <= 0:
+            return []
+        claimable = sa.select(t.c.id).where(t.c.status != str(TaskStatus.PAUSED))
+        if exclude:
+            claimable = claimable.where(not_in_list(t.c.id, exclude))
+        due = (
+            sa.select(d.c.id)
+            .where(
+                d.c.status == str(RunStatus.PENDING),
+                d.c.due_time <= horizon,
+                d.c.task_id.in_(claimable.scalar_subquery()),
+                claimable_by(node_id),
+            )
+            .order_by(d.c.due_time, d.c.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        claim = (
+            d.update()
+            .where(d.c.id.in_(due.scalar_subquery()))
+            .values(
+                status=str(RunStatus.CLAIMED),
+                node_id=node_id,
+                version=d.c.version + 1,
+                claim_time=db_now(),
+            )
+            .returning(d.c.id)
+        )
+
+        def write(conn: sa.Connection) -> list[Run]:
+            won = [row[0] for row in conn.execute(claim)]
+            return read_runs(conn, won) if won else []
+
+        self._db.require_skip_locked()
+        return self._db.write("claim_next_runs", write)
+
+
+def busy_ids(
+    db: Database, conn: sa.Connection, runs: Sequence[Run | Candidate], exclusive: Collection[int]
+) -> set[int]:
+    """Of *runs*, the ids in *exclusive* (overlap ``serial`` or ``skip``) whose task has
+    another run RUNNING: they may not start (the shards of one fire run side by side; a
+    later fire waits for them all).
+
+    The rows of those runs' tasks are locked first, until commit (nothing on SQLite, which
+    has one writer at a time), so two nodes' starts of one task take turns: on PostgreSQL
+    and MariaDB (READ COMMITTED) each missed the other's uncommitted start and both ran (a
+    CI run caught one). The read after the lock reads afresh, so the later start sees the
+    earlier one. A read of its own, not a correlated subquery of the start's UPDATE: on
+    MariaDB that subquery locked the rows it read and deadlocked, and a saturated bench of
+    serial tasks ran at a third of the rate of one of ``allow`` tasks."""
+    asked = [r for r in runs if r.id in exclusive]
+    if not asked:
+        return set()
+    tasks = sorted({r.task_id for r in asked})
+    db.lock_rows(conn, t, tasks)
+    rows = conn.execute(
+        sa.select(d.c.id, d.c.task_id, d.c.fire_time, d.c.shards).where(
+            in_list(d.c.task_id, tasks), d.c.status == str(RunStatus.RUNNING)
+        )
+    ).all()
+    running: dict[int, list[tuple[int, datetime, int]]] = {}
+    for run_id, task_id, fire_time, shards in rows:
+        running.setdefault(task_id, []).append((run_id, fire_time, shards))
+    return {
+        r.id
+        for r in asked
+        if any(
+            other != r.id and (shards == 1 or fire_time != r.fire_time)
+            for other, fire_time, shards in running.get(r.task_id, ())
+        )
+    }
+
+
+def starts_at() -> sa.ColumnElement[datetime]:
+    """``start_time`` of a start write: database time, or the run's due time when the write
+    comes ahead of it (the node calls the function at that time)."""
+    return sa.case((d.c.due_time > db_now(), d.c.due_time), else_=db_now())

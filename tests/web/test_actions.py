@@ -1,0 +1,248 @@
+"""The dashboard's actions over real HTTP, in this process, on each backend: off by default,
+behind a login, CSRF-checked, sessions that expire, and each recorded in the audit log."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+
+from easyjob.clock import FakeClock
+from easyjob.core.admission import Catalog
+from easyjob.core.records import TaskSpec
+from easyjob.core.states import RunStatus, TaskStatus
+from easyjob.observe.http import HttpServer
+from easyjob.store import Store
+from easyjob.web.app import Dashboard
+from easyjob.web.auth import Access, hash_password, verify_password
+from tests.cli.conftest import register, start_manual_run
+
+TOKEN = "s3cret-token-for-tests"
+HOSTILE = '<script>alert("x")</script>'
+ESCAPED = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"
+
+
+@dataclass
+class Browser:
+    """A cookie-keeping HTTP client of one dashboard."""
+
+    base: str
+    opener: urllib.request.OpenerDirector
+
+    def get(self, path: str) -> tuple[int, str]:
+        return self._send(urllib.request.Request(self.base + path))
+
+    def post(self, path: str, **form: str) -> tuple[int, str]:
+        data = urllib.parse.urlencode(form).encode()
+        return self._send(urllib.request.Request(self.base + path, data=data, method="POST"))
+
+    def csrf(self, path: str = "/tasks") -> str:
+        found = re.search(r'name="csrf" value="([^"]+)"', self.get(path)[1])
+        assert found, "no form carries a CSRF token: not logged in?"
+        return found.group(1)
+
+    def _send(self, request: urllib.request.Request) -> tuple[int, str]:
+        try:
+            with self.opener.open(request, timeout=10) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+
+def _serve(dashboard: Dashboard) -> Iterator[Browser]:
+    server = HttpServer(("127.0.0.1", 0), dashboard.wsgi(), name="dashboard-test")
+    server.start()
+    jar = http.cookiejar.CookieJar()
+    try:
+        yield Browser(
+            server.url, urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        )
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def seeded(store: Store) -> Store:
+    """A live node that declares ``greet`` (accepts ``who``) and allows ``jobs:report``; a
+    FAILED run of ``greet``."""
+    tasks = {"greet": "tests.jobs:noop", HOSTILE: "tests.jobs:noop"}
+    register(store, "node-a", catalog=Catalog(tasks, frozenset({"jobs:report"})))
+    spec = TaskSpec(name="greet", func="tests.jobs:noop", cron="0 0 1 1 *", accepts=("who",))
+    store.tasks.upsert([spec, TaskSpec(name=HOSTILE, func="tests.jobs:noop")])
+    failed = start_manual_run(store, "greet")
+    assert store.runs.fail(failed, "boom", retry_in=None)
+    return store
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def acting(seeded: Store, clock: FakeClock) -> Iterator[Browser]:
+    access = Access(token=TOKEN, users={"ops": hash_password("correct horse")}, session_s=600)
+    yield from _serve(Dashboard(seeded, refresh_s=0, access=access, clock=clock))
+
+
+@pytest.fixture
+def read_only(seeded: Store) -> Iterator[Browser]:
+    yield from _serve(Dashboard(seeded, refresh_s=0))
+
+
+def test_read_only_by_default_shows_no_form_and_refuses_every_post(
+    read_only: Browser, seeded: Store
+) -> None:
+    for page in ("/", "/tasks", "/runs", "/task?name=greet", "/audit"):
+        status, body = read_only.get(page)
+        assert status == 200 and 'method="post"' not in body, page
+    assert "read-only here" in read_only.get("/login")[1]
+    for path in ("/login", "/act/trigger", "/act/pause", "/act/schedule-add"):
+        status, body = read_only.post(path, task="greet", password=TOKEN)
+        assert status == 403 and "the dashboard is read-only here" in body, path
+    assert [r.status for r in seeded.history.runs(task="greet")] == [RunStatus.FAILED]
+    assert seeded.audit.entries() == []
+
+
+def test_without_a_session_or_its_csrf_token_nothing_is_done(
+    acting: Browser, seeded: Store
+) -> None:
+    status, body = acting.post("/act/pause", task="greet", csrf="guess")
+    assert status == 403 and "log in first" in body
+    status, body = acting.post("/login", password="wrong-token-xxxxxxxx")
+    assert status == 403 and "wrong user or password" in body
+    status, _ = acting.post("/login", user="ops", password="wrong")
+    assert status == 403
+    assert acting.post("/login", password=TOKEN)[0] == 200
+    status, body = acting.post("/act/pause", task="greet")  # the session, not the form's token
+    assert status == 403 and "CSRF token is missing or wrong" in body
+    assert acting.post("/act/pause", task="greet", csrf="x" * 43)[0] == 403
+    assert seeded.tasks.get("greet").status == TaskStatus.ACTIVE
+    entries = seeded.audit.entries()
+    assert [(e.actor, e.action, e.result) for e in reversed(entries)] == [
+        ("anonymous", "pause", "refused"),
+        ("token", "login", "refused"),
+        ("ops", "login", "refused"),
+        ("token", "login", "ok"),
+        ("token", "pause", "refused"),
+        ("token", "pause", "refused"),
+    ]
+    assert all(e.detail is None or "password" not in e.detail for e in entries)
+
+
+def test_each_action_acts_and_is_recorded(acting: Browser, seeded: Store) -> None:
+    assert acting.post("/login", user="ops", password="correct horse")[0] == 200
+    csrf = acting.csrf("/task?name=greet")
+
+    status, body = acting.post("/act/trigger", task="greet", kwargs='{"who": "ann"}', csrf=csrf)
+    assert status == 200 and "triggered greet now: run" in body, body
+    at = (seeded.now() + timedelta(hours=1)).replace(microsecond=0)
+    status, _ = acting.post("/act/trigger", task="greet", at=at.isoformat(), csrf=csrf)
+    assert status == 200
+    planned = seeded.history.runs(task="greet", started=False)
+    assert {r.fire_time for r in planned} >= {at}
+    assert {tuple(sorted((r.kwargs or {}).items())) for r in planned} >= {(("who", "ann"),)}
+
+    assert acting.post("/act/pause", task="greet", csrf=csrf)[0] == 200
+    assert seeded.tasks.get("greet").status == TaskStatus.PAUSED
+    assert acting.post("/act/resume", task="greet", csrf=csrf)[0] == 200
+    assert seeded.tasks.get("greet").status == TaskStatus.ACTIVE
+
+    (failed,) = seeded.history.runs(task="greet", status=RunStatus.FAILED)
+    status, body = acting.post("/act/rerun", run=str(failed.id), csrf=csrf)
+    assert status == 200 and f"run {failed.id} runs again as run" in body
+
+    form = {"task": "nightly", "func": "jobs:report", "every": "90m", "csrf": csrf}
+    assert acting.post("/act/schedule-add", **form)[0] == 200
+    assert seeded.tasks.get("nightly").every_ms == 90 * 60_000
+    assert acting.post("/act/schedule-set", task="nightly", cron="0 3 * * *", csrf=csrf)[0] == 200
+    assert seeded.tasks.get("nightly").cron_expr == "0 3 * * *"
+    assert acting.post("/act/schedule-remove", task="nightly", csrf=csrf)[0] == 200
+    assert seeded.tasks.get("nightly").status == TaskStatus.FINISHED
+
+    status, body = acting.post("/act/schedule-add", task="x", func="jobs:nope", csrf=csrf)
+    assert status == 400 and "function &#39;jobs:nope&#39; cannot run" in body
+    forced = {"task": "x", "func": "jobs:nope", "force": "1", "csrf": csrf}
+    assert acting.post("/act/schedule-add", **forced)[0] == 200
+
+    done = [(e.actor, e.action, e.target, e.result) for e in reversed(seeded.audit.entries())]
+    assert done == [
+        ("ops", "login", None, "ok"),
+        ("ops", "trigger", "greet", "ok"),
+        ("ops", "trigger", "greet", "ok"),
+        ("ops", "pause", "greet", "ok"),
+        ("ops", "resume", "greet", "ok"),
+        ("ops", "rerun", f"run {failed.id}", "ok"),
+        ("ops", "schedule-add", "nightly", "ok"),
+        ("ops", "schedule-set", "nightly", "ok"),
+        ("ops", "schedule-remove", "nightly", "ok"),
+        ("ops", "schedule-add", "x", "refused"),
+        ("ops", "schedule-add", "x", "ok"),
+    ]
+    entry = seeded.audit.entries()[-2]  # the first trigger
+    assert entry.detail == {"kwargs": '{"who": "ann"}', "task": "greet"}
+    assert entry.remote == "127.0.0.1" and entry.at <= seeded.now()
+    page = acting.get("/audit")[1]
+    assert page.count('class="audit result-') == len(done)
+
+
+HOSTILE_FORMS = [
+    ("/act/trigger", {"task": HOSTILE, "kwargs": '{"who": "' + HOSTILE.replace('"', "'") + '"}'}),
+    ("/act/trigger", {"task": "greet", "kwargs": HOSTILE}),
+    ("/act/trigger", {"task": "greet", "at": HOSTILE}),
+    ("/act/pause", {"task": HOSTILE + "-missing"}),
+    ("/act/resume", {"task": HOSTILE + "-missing"}),
+    ("/act/rerun", {"run": HOSTILE}),
+    ("/act/schedule-add", {"task": HOSTILE + "2", "func": HOSTILE, "every": HOSTILE}),
+    ("/act/schedule-set", {"task": HOSTILE, "cron": HOSTILE}),
+    ("/act/schedule-remove", {"task": HOSTILE}),
+    ("/login", {"user": HOSTILE, "password": HOSTILE}),
+]
+
+
+def test_hostile_input_in_every_form_is_refused_or_kept_as_text(
+    acting: Browser, seeded: Store
+) -> None:
+    assert acting.post("/login", password=TOKEN)[0] == 200
+    csrf = acting.csrf()
+    tasks_before = sorted(t.name for t in seeded.tasks.all())
+    for path, form in HOSTILE_FORMS:
+        if path != "/login":
+            form = {**form, "csrf": csrf}
+        status, body = acting.post(path, **form)
+        assert status in (200, 400, 403), (path, status)
+        assert "<script" not in body.lower(), path
+    assert sorted(t.name for t in seeded.tasks.all()) == tasks_before  # nothing added
+    audit = acting.get("/audit")[1]
+    assert "<script" not in audit.lower() and ESCAPED in audit
+    results = [e.result for e in seeded.audit.entries()]
+    assert results.count("refused") >= len(HOSTILE_FORMS) - 1
+
+
+def test_a_session_expires(acting: Browser, seeded: Store, clock: FakeClock) -> None:
+    assert acting.post("/login", password=TOKEN)[0] == 200
+    csrf = acting.csrf()
+    clock.advance(599)
+    assert acting.post("/act/pause", task="greet", csrf=csrf)[0] == 200
+    clock.advance(2)
+    status, body = acting.post("/act/resume", task="greet", csrf=csrf)
+    assert status == 403 and "log in first (or the session expired)" in body
+    assert seeded.tasks.get("greet").status == TaskStatus.PAUSED
+
+
+def test_passwords_are_salted_scrypt_hashes() -> None:
+    first, second = hash_password("pw"), hash_password("pw")
+    assert first != second and first.startswith("scrypt$16384$8$1$")
+    assert verify_password("pw", first) and not verify_password("pW", first)
+    assert not verify_password("pw", "scrypt$bad")
+    with pytest.raises(ValueError, match="at least 16 characters"):
+        Access(token="short")
+    with pytest.raises(ValueError, match="need a token or at least one user"):
+        Access()
