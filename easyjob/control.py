@@ -1,5 +1,5 @@
-"""Controlling a running cluster from Python: triggers, pauses and schedules changed at run
-time.
+"""Controlling a running cluster from Python: triggers, cancels, pauses and schedules
+changed at run time.
 
 Each function writes to the database only; the nodes see the change at their next poll,
 without a restart. The same operations are ``easyjob trigger``, ``pause``, ``resume`` and
@@ -15,11 +15,12 @@ from typing import Any
 from easyjob.core.records import TaskRow
 from easyjob.core.states import TaskStatus
 from easyjob.errors import ConfigError
-from easyjob.store.contract import Store
+from easyjob.store.contract import Cancelled, Store
 from easyjob.views.code import require_runnable, require_task_runnable
 
 __all__ = [
     "add_schedule",
+    "cancel",
     "pause",
     "remove_schedule",
     "rerun",
@@ -40,6 +41,15 @@ def trigger(
     the trigger arguments *kwargs* (only those the task accepts). Returns the run's id.
     See :meth:`easyjob.store.contract.TaskStore.trigger`."""
     return store.tasks.trigger(name, at=at, kwargs=kwargs)
+
+
+def cancel(store: Store, run_id: int) -> Cancelled:
+    """Cancel run *run_id*: a run not started yet never starts, a RUNNING one ends CANCELLED
+    at once and the node running it stops its job within a poll (a thread's job sees
+    ``ctx.cancelled``; a child process is killed). A cancelled run is never run again.
+    ``cancelled`` is False for a run that had ended (``was`` says how); RunNotFoundError
+    for an unknown id. See :mod:`easyjob.store.cancels`."""
+    return store.cancels.cancel(run_id)
 
 
 def rerun(store: Store, run_id: int) -> int:

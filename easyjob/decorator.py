@@ -52,6 +52,7 @@ def scheduled(
     accepts: Sequence[str] = (),
     shards: int = 1,
     broadcast: bool = False,
+    executor: str | None = None,
     registry: Registry | None = None,
 ) -> Callable[[F], F]: ...
 
@@ -82,6 +83,7 @@ def scheduled(
     accepts: Sequence[str] = (),
     shards: int = 1,
     broadcast: bool = False,
+    executor: str | None = None,
     registry: Registry | None = None,
 ) -> Callable[[F], F] | F:
     """Mark a function as a task that runs on *cron*, every *every*, after each success of
@@ -108,6 +110,9 @@ def scheduled(
     the nodes), each told its ``ctx.shard`` (0 to shards - 1) and ``ctx.shards``; a child
     task runs once all the shards of a fire succeeded. *broadcast* makes each fire one run on
     every RUNNING node whose code declares the task (see ``docs/policies.md``).
+    *executor* (``"thread"`` or ``"process"``; None: the node's ``--executor``) says where
+    its runs are called: ``"process"`` calls each in a warm child process, so a timeout kills
+    it and a crash fails only the run (see ``docs/policies.md``).
     ``@scheduled`` without parentheses is ``@scheduled()``.
     """
     if callable(cron):
@@ -156,7 +161,9 @@ def scheduled(
                 on_missed=on_missed,
                 on_recovered=on_recovered,
             )
-            (registry if registry is not None else default_registry).add(fn, spec, parent, hooks)
+            (registry if registry is not None else default_registry).add(
+                fn, spec, parent, hooks, executor
+            )
         except ConfigError as err:
             raise type(err)(f"{where}: {err}") from err
         return fn

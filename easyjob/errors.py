@@ -17,6 +17,7 @@
     │       ├── SchemaOutdatedError              older: run `easyjob upgrade-db`
     │       └── SchemaTooNewError                newer, not compatible: upgrade easyjob
     ├── TaskNotFoundError (LookupError)          no task of that name
+    ├── RunNotFoundError (LookupError)           no run of that id
     └── NotRunnableError (LookupError)           no live node's code can run that function
 
 Every error names the offending value with ``!r`` and chains its cause.
@@ -37,6 +38,7 @@ __all__ = [
     "EasyJobError",
     "NodeIdInUseError",
     "NotRunnableError",
+    "RunNotFoundError",
     "SchemaMissingError",
     "SchemaOutdatedError",
     "SchemaTooNewError",
@@ -111,6 +113,10 @@ class SchemaTooNewError(SchemaVersionError):
 
 class TaskNotFoundError(EasyJobError, LookupError):
     """No task with the given name is registered in the database."""
+
+
+class RunNotFoundError(EasyJobError, LookupError):
+    """No run with the given id is in the database."""
 
 
 class NotRunnableError(EasyJobError, LookupError):

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from easyjob.core.config import EXECUTORS
 from easyjob.core.records import TaskSpec
 from easyjob.errors import TaskDefinitionError
 from easyjob.events import EventKind, Hook
@@ -26,10 +27,15 @@ def func_path(fn: Callable[..., Any]) -> str:
 
 @dataclass(frozen=True)
 class Registered:
+    """A task (or a ``@runnable`` function) as this process's code declared it: its spec,
+    its function, whether that takes a context, its event hooks, and where its runs are
+    called (``thread`` or ``process``; None: the node's ``--executor``)."""
+
     spec: TaskSpec
     fn: Callable[..., Any]
     takes_context: bool
     hooks: Mapping[EventKind, Hook] = field(default_factory=dict)
+    executor: str | None = None
 
 
 class Registry:
@@ -63,7 +69,15 @@ class Registry:
         spec: TaskSpec,
         parent: str | Callable[..., Any] | None = None,
         hooks: Mapping[EventKind, Hook] | None = None,
+        executor: str | None = None,
     ) -> None:
+        """Register *fn* as the task *spec*; *executor* (``thread``, ``process`` or None:
+        the node's) says where its runs are called."""
+        if executor is not None and executor not in EXECUTORS:
+            raise TaskDefinitionError(
+                f"task {spec.name!r}: executor must be one of {', '.join(EXECUTORS)} (or None: "
+                f"the node's --executor), got {executor!r}"
+            )
         with self._guard:
             if self._readers:
                 nodes = ", ".join(sorted(self._readers))
@@ -72,7 +86,7 @@ class Registry:
                     "this registry: it would never run there. Define tasks before "
                     "Node.start() (import their modules first), or stop the node first"
                 )
-            self._add(fn, spec, parent, hooks)
+            self._add(fn, spec, parent, hooks, executor)
 
     def _add(
         self,
@@ -80,6 +94,7 @@ class Registry:
         spec: TaskSpec,
         parent: str | Callable[..., Any] | None,
         hooks: Mapping[EventKind, Hook] | None,
+        executor: str | None,
     ) -> None:
         existing = self._tasks.get(spec.name)
         if existing is not None and existing.spec.func != spec.func:
@@ -94,7 +109,9 @@ class Registry:
                 f"duplicate task name {spec.name!r}: {spec.func} is defined twice in {file} "
                 f"(lines {first} and {second}); the second would silently replace the first"
             )
-        self._tasks[spec.name] = Registered(spec, fn, _takes_context(fn, spec), dict(hooks or {}))
+        self._tasks[spec.name] = Registered(
+            spec, fn, _takes_context(fn, spec), dict(hooks or {}), executor
+        )
         if parent is not None:
             self._parents[spec.name] = parent
 

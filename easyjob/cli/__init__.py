@@ -10,12 +10,13 @@ Exit codes (also in ``docs/cli.md``):
 3      the database cannot be used: unreachable, easyjob tables missing or of another schema
        version (DatabaseError), or a database error that outlasted the retries
 4      no task of the given name (TaskNotFoundError): ``trigger``, ``pause``, ``resume``,
-       ``history --task``
+       ``history --task``; no run of the given id (RunNotFoundError): ``cancel``
 5      ``trigger`` made the run, but no live node can run the task: it waits PENDING
        until a node whose code declares the task (or allows its function with
        ``@runnable``) starts (a warning on stderr says so)
 6      ``schedule add`` or ``schedule set`` refused: no live node can run the function
        (NotRunnableError); nothing was written. ``--force`` writes it anyway
+7      ``cancel``: the run had ended already (SUCCESS, FAILED, ...): nothing changed
 130    interrupted: Ctrl-C during a command, or a second SIGTERM/SIGINT while a node stops
 =====  =====================================================================================
 
@@ -32,7 +33,13 @@ from collections.abc import Sequence
 from easyjob import logs
 from easyjob.cli.commands import COMMANDS
 from easyjob.cli.options import build_parser
-from easyjob.errors import ConfigError, DatabaseError, NotRunnableError, TaskNotFoundError
+from easyjob.errors import (
+    ConfigError,
+    DatabaseError,
+    NotRunnableError,
+    RunNotFoundError,
+    TaskNotFoundError,
+)
 
 __all__ = [
     "EXIT_DATABASE",
@@ -72,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.setup(args.log_level, args.log_format)
     try:
         return COMMANDS[args.command](args)
-    except TaskNotFoundError as err:
+    except (TaskNotFoundError, RunNotFoundError) as err:
         return _fail(err, EXIT_NO_TASK)
     except NotRunnableError as err:
         return _fail(err, EXIT_NO_NODE_CAN_RUN)

@@ -21,7 +21,7 @@ from easyjob.cli.output import Column, dumps, duration, iso, table
 from easyjob.cli.waiting import WAITED_FOR, Switch, wait_for_schema, waiting_app
 from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
 from easyjob.errors import ConfigError
-from easyjob.store import Store, render_ddl, render_upgrade, upgrade_schema
+from easyjob.store import HELD_DUE_AFTER, Store, render_ddl, render_upgrade, upgrade_schema
 from easyjob.store.contract import is_pattern
 from easyjob.views import read
 
@@ -139,6 +139,7 @@ def status(args: argparse.Namespace) -> int:
         summary = store.summary.summary(window=args.window, late_after=LATE_AFTER, top=args.top)
         _, nodes = store.nodes.all()
         failures = read.failures(store, limit=args.failures)
+        held_due = store.progress.held_due()
     # ages in the summary's database time, so that they agree with its db_time and lags
     shown = [
         replace(node, age=summary.db_time - node.heartbeat_at)
@@ -154,6 +155,7 @@ def status(args: argparse.Namespace) -> int:
         ended = summary.by_node.get(row["node_id"], {})
         row["succeeded"] = ended.get(str(RunStatus.SUCCESS), 0)
         row["failed"] = ended.get(str(RunStatus.FAILED), 0)
+        row["held_due"] = held_due.get(row["node_id"], 0)
     late, failing = views.records(summary.late), views.records(summary.failing)
     counts = {
         "tasks": summary.tasks,
@@ -182,8 +184,15 @@ def status(args: argparse.Namespace) -> int:
         if "PENDING_LATER" in runs:
             runs["PENDING later"] = runs.pop("PENDING_LATER")
         order = ("PENDING due", "PENDING later", "CLAIMED", "RUNNING")
+        stalled = [row for row in node_rows if row["held_due"]]
+        unhealthy = "".join(
+            f"\nnode {row['node_id']} is unhealthy: it holds {row['held_due']} run(s) CLAIMED "
+            f"more than {HELD_DUE_AFTER.total_seconds():g}s past due, neither started nor "
+            "handed back"
+            for row in stalled
+        )
         sections = [
-            f"database time {iso(summary.db_time, ms=True)}",
+            f"database time {iso(summary.db_time, ms=True)}{unhealthy}",
             _section(
                 f"nodes: {views.counted(summary.nodes, tuple(NodeStatus))}{hidden}",
                 node_rows,
@@ -427,6 +436,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "nodes": nodes,
     "history": history,
     "trigger": control.trigger,
+    "cancel": control.cancel,
     "schedule": control.schedule,
     "pause": _set_status(TaskStatus.PAUSED),
     "resume": _set_status(TaskStatus.ACTIVE),

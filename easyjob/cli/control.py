@@ -12,11 +12,14 @@ from easyjob.cli.output import dumps
 from easyjob.core.inputs import parse_kwargs, parse_time
 from easyjob.core.records import TaskRow
 from easyjob.core.schedule import every_text
+from easyjob.core.states import RunStatus
 from easyjob.views import live_code, schedule_text
 
 __all__ = [
+    "add_cancel_parser",
     "add_schedule_parser",
     "add_trigger_parser",
+    "cancel",
     "parse_kwargs",
     "parse_time",
     "schedule",
@@ -52,6 +55,14 @@ def add_trigger_parser(sub: Any, command: Any, option: Any) -> None:
         metavar="JSON",
         help="arguments for the function, a JSON object; only those the task accepts",
     )
+
+
+def add_cancel_parser(sub: Any, command: Any, positive_int: Any) -> None:
+    """``cancel RUN_ID``."""
+    parser = command(
+        sub, "cancel", "cancel a run: a running one is stopped, a waiting one never starts"
+    )
+    parser.add_argument("run_id", metavar="RUN_ID", type=positive_int, help="the run's id")
 
 
 def add_schedule_parser(sub: Any, command: Any, option: Any, positive_int: Any) -> None:
@@ -199,3 +210,33 @@ def _line(action: str, doc: dict[str, Any]) -> str:
     nxt = doc["next_start_time"]
     when = nxt.isoformat().replace("+00:00", "Z") if nxt is not None else "none"
     return f"{done} {doc['task']} ({doc['func']}): {what}, {doc['status']}, next fire {when}"
+
+
+#: ``cancel``: the run had ended already; nothing was changed (see cli/__init__).
+EXIT_ENDED = 7
+
+
+def cancel(args: argparse.Namespace) -> int:
+    from easyjob.cli.commands import existing_store
+
+    with existing_store(args.db) as store:
+        found = store.cancels.cancel(args.run_id)
+    document = {
+        "run_id": found.run_id,
+        "was": found.was.value,
+        "node_id": found.node_id,
+        "cancelled": found.cancelled,
+    }
+    if not found.cancelled:
+        text = f"run {found.run_id} had ended {found.was.value}: not cancelled"
+        sys.stdout.write((dumps(document) if args.json else text) + "\n")
+        return EXIT_ENDED
+    if found.was == RunStatus.RUNNING:
+        text = (
+            f"run {found.run_id} CANCELLED (was RUNNING on node {found.node_id}: it stops the "
+            "job within a poll)"
+        )
+    else:
+        text = f"run {found.run_id} CANCELLED (was {found.was.value}: it never starts)"
+    sys.stdout.write((dumps(document) if args.json else text) + "\n")
+    return EXIT_OK

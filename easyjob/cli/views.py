@@ -42,6 +42,7 @@ NODE_COLUMNS = (
 
 STATUS_NODE_COLUMNS = (
     *NODE_COLUMNS[:5],
+    Column("held_due", right=True),
     Column("succeeded", right=True),
     Column("failed", right=True),
     Column("host"),

@@ -210,8 +210,8 @@ class NodeConfig:
     )
     executor: str = setting(
         "thread",
-        help="thread (jobs on worker threads) or process (a child process per run: a timeout "
-        "kills it, a crash fails only that run)",
+        help="thread (jobs on worker threads) or process (each run in a warm child process: a "
+        "timeout kills it, a crash fails only that run); a task's executor= overrides it",
         metavar="KIND",
         check=_one_of(EXECUTORS),
     )
@@ -233,7 +233,8 @@ class NodeConfig:
     )
     max_recoveries: int = setting(
         1,
-        # a job that kills its process so takes at most this + 1 nodes down
+        # a re-run is called in a child process: a job that kills its process takes down
+        # only the node that first ran it; this bounds re-runs of a run whose node died
         help="times a run whose node died while running it is run again before it ends FAILED",
         metavar="N",
         parse=non_negative_int,

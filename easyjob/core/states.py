@@ -50,6 +50,7 @@ class RunStatus(StrEnum):
     MISSED = "MISSED"  # not started within the misfire grace; never ran
     SKIPPED = "SKIPPED"  # not run on purpose: overlap policy, or its parent failed
     ABANDONED = "ABANDONED"  # its node was declared dead; a new attempt took over
+    CANCELLED = "CANCELLED"  # cancelled on request (easyjob cancel); never run again
 
 
 class Trigger(StrEnum):
@@ -89,13 +90,20 @@ TERMINAL = (
     RunStatus.MISSED,
     RunStatus.SKIPPED,
     RunStatus.ABANDONED,
+    RunStatus.CANCELLED,
 )
 
 #: The allowed transitions of an existing row; the store refuses any other.
 RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     # PENDING -> RUNNING: claimed and started in one write (a run due when claimed)
     RunStatus.PENDING: frozenset(
-        {RunStatus.CLAIMED, RunStatus.RUNNING, RunStatus.MISSED, RunStatus.SKIPPED}
+        {
+            RunStatus.CLAIMED,
+            RunStatus.RUNNING,
+            RunStatus.MISSED,
+            RunStatus.SKIPPED,
+            RunStatus.CANCELLED,
+        }
     ),
     RunStatus.CLAIMED: frozenset(
         {
@@ -104,8 +112,11 @@ RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
             RunStatus.ABANDONED,
             RunStatus.SKIPPED,
             RunStatus.MISSED,
+            RunStatus.CANCELLED,
         }
     ),
-    RunStatus.RUNNING: frozenset({RunStatus.SUCCESS, RunStatus.FAILED, RunStatus.ABANDONED}),
+    RunStatus.RUNNING: frozenset(
+        {RunStatus.SUCCESS, RunStatus.FAILED, RunStatus.ABANDONED, RunStatus.CANCELLED}
+    ),
     **{status: frozenset() for status in TERMINAL},
 }

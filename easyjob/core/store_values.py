@@ -21,6 +21,7 @@ __all__ = [
     "Backlog",
     "Blocked",
     "Bucket",
+    "Cancelled",
     "FailingTask",
     "Heartbeat",
     "LastOutcome",
@@ -145,6 +146,17 @@ class Summary:
     late_total: int
     late: list[LateTask]
     failing: list[FailingTask]
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """What a cancel request found: the run, its status then (``was``), its node, and
+    whether it ended CANCELLED (False: it had ended already, as ``was`` says)."""
+
+    run_id: int
+    was: RunStatus
+    node_id: str | None
+    cancelled: bool
 
 
 @dataclass(frozen=True)

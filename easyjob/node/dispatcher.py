@@ -178,6 +178,22 @@ class Dispatcher:
         """Whether the dispatcher thread runs (or has not been started yet)."""
         return self._thread.is_alive() or not self._thread.ident
 
+    def running_ids(self) -> set[int]:
+        """Runs whose function runs here now (at most one per worker)."""
+        with self._lock:
+            return set(self._active)
+
+    def cancel(self, run_id: int) -> Run | None:
+        """Set the cancellation flag of run *run_id* if its function runs here (the run was
+        cancelled on request): a thread's job sees ``ctx.cancelled``, a child is killed.
+        Returns the run, or None."""
+        with self._lock:
+            active = self._active.get(run_id)
+        if active is None or active.cancel.is_set():
+            return None
+        active.cancel.set()
+        return active.run
+
     def submit(self, runs: list[Run]) -> None:
         """Hold *runs* (just claimed) until their time; those claimed RUNNING (claimed and
         started in one write) take a worker slot now and are called at their due time."""
@@ -308,7 +324,7 @@ class Dispatcher:
                 self._table.timed_out(run.id)
                 stuck = self._table.stuck
                 self.completed += bool(written)
-            if self.jobs.kills_on_cancel:
+            if self.jobs.isolated(run):
                 self.writer.say(logging.WARNING, run, "timed out after %gs; killed", seconds)
             else:
                 self.writer.say(

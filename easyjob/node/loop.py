@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 __all__ = ["Loop"]
 
@@ -12,7 +13,9 @@ class Loop:
     """Calls :meth:`step` every :attr:`interval` seconds on its own daemon thread.
 
     An exception in a step is logged and the loop goes on: a node thread never dies of a
-    database fault. :meth:`wake` runs the next step at once.
+    database fault. :meth:`wake` runs the next step at once. *progress*, when set, is told
+    how each step ended (the loop's name, and whether it ended without an error): see
+    :class:`easyjob.node.health.Health`.
     """
 
     name = "loop"
@@ -23,6 +26,7 @@ class Loop:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"easyjob-{self.name}", daemon=True)
+        self.progress: Callable[[str, bool], None] | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -47,9 +51,13 @@ class Loop:
     def _run(self) -> None:
         while not self._stop.is_set():
             delay: float | None = None
+            ok = False
             try:
                 delay = self.step()
+                ok = True
             except Exception:
                 self.log.exception("%s step failed; retrying after %.2fs", self.name, self.interval)
+            if self.progress is not None:
+                self.progress(self.name, ok)
             self._wake.wait(self.interval if delay is None else delay)
             self._wake.clear()

@@ -21,11 +21,14 @@ from easyjob.core.strategies import load_strategy
 from easyjob.errors import ConfigError, EasyJobError
 from easyjob.events import Hook
 from easyjob.logs import ContextLogger
+from easyjob.node.cancels import CancelWatch
 from easyjob.node.dispatcher import Dispatcher
+from easyjob.node.health import Health, HealthWatch
 from easyjob.node.heartbeat import Heartbeater
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loader import Loader
+from easyjob.node.loop import Loop
 from easyjob.node.membership import Membership
 from easyjob.node.planner import Planner
 from easyjob.node.pruner import Pruner
@@ -150,9 +153,10 @@ class Node:
 
     def _start(self) -> None:
         specs = self.prepare()
+        self.dispatcher.jobs.warm()
         self.hooks.start()
         parts = (self.heartbeat, self.dispatcher, self.planner, self.loader, self.recovery)
-        for part in (*parts, self.pruner):
+        for part in (*parts, self.pruner, self.watch, self.cancels):
             part.start()
         self._threads_started = True
         self._started_at = self.clock.monotonic()
@@ -249,6 +253,27 @@ class Node:
         self.metrics.watch(self._gauges(), self.store.counters)
         self.metrics.declare(spec.name for spec in specs)
         self.pruner = Pruner(self.store, self.config, self.membership, self.log)
+        self.health = Health(
+            self.clock, self.config.dead_threshold.total_seconds(), self.log, self.metrics
+        )
+        self.watch = HealthWatch(
+            self.store, self.config.node_id, self.config.heartbeat, self.health, self.log
+        )
+        self.cancels = CancelWatch(
+            self.store,
+            self.config.poll,
+            self.dispatcher.running_ids,
+            self.dispatcher.cancel,
+            self.log,
+            self.metrics,
+            isolated=self.dispatcher.jobs.isolated,
+        )
+        loops: tuple[Loop, ...] = (
+            self.heartbeat, self.loader, self.planner, self.recovery, self.pruner, self.watch,
+            self.cancels,
+        )  # fmt: skip
+        for loop in loops:
+            loop.progress = self.health.step
         self.heartbeat.register()
         rows = self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
         self.loader.declare(row.id for row in rows)
@@ -334,6 +359,7 @@ class Node:
             heartbeat_age_s=self.liveness.heartbeat_age,
             dead_after_s=self.config.dead_threshold.total_seconds(),
             stopping=self._stop_requested.is_set,
+            problems=lambda: self.health.problems() if self._threads_started else [],
         )
 
     def stop(self) -> None:
@@ -362,6 +388,8 @@ class Node:
             )
         self.recovery.stop()
         self.pruner.stop()
+        self.watch.stop()
+        self.cancels.stop()
         self.heartbeat.stop()
         self.store.nodes.set_status(self.config.node_id, NodeStatus.STOPPED)
         self.hooks.stop()

@@ -4,7 +4,9 @@
 - ``/healthz``: 200 while the node's threads run and its heartbeat is fresh (the database
   accepted one within the dead threshold); else 503. While the node stops, its loader has
   ended on purpose and only the heartbeat counts. The body is JSON with the reason.
-- ``/readyz``: as ``/healthz``, and 503 once the node is stopping.
+- ``/readyz``: as ``/healthz``, and 503 once the node is stopping, or while it makes no
+  progress (:mod:`easyjob.node.health`: a loop failing on every step, or due runs held
+  that it neither starts nor hands back); the reason names the cause.
 
 :func:`endpoint_app` is the same as a WSGI application, to mount in a user's own web
 application instead of (or beside) the node's own server (``docs/embedding.md``).
@@ -30,12 +32,13 @@ __all__ = ["NodeEndpoint", "Probe", "check", "endpoint_app"]
 class Probe:
     """How a node looks from outside: its threads (name to "is it running"), the age of
     its last accepted heartbeat (None before the first), the age at which peers judge it
-    dead, and whether it is stopping."""
+    dead, whether it is stopping, and what keeps it from progress (empty: nothing)."""
 
     threads: Callable[[], Mapping[str, bool]]
     heartbeat_age_s: Callable[[], float | None]
     dead_after_s: float
     stopping: Callable[[], bool]
+    problems: Callable[[], list[str]] = list
 
 
 def check(probe: Probe, *, ready: bool = False) -> tuple[bool, dict[str, Any]]:
@@ -55,6 +58,10 @@ def check(probe: Probe, *, ready: bool = False) -> tuple[bool, dict[str, Any]]:
         return False, {"status": "fail", "reason": reason, **body}
     if ready and stopping:
         return False, {"status": "fail", "reason": "node is stopping", **body}
+    problems = [] if stopping or not ready else probe.problems()
+    if problems:
+        reason = f"no progress: {'; '.join(problems)}"
+        return False, {"status": "fail", "reason": reason, **body}
     return True, {"status": "stopping" if stopping else "ok", **body}
 
 

@@ -27,6 +27,7 @@ from easyjob.core.store_values import DB_ERROR_KINDS
 
 __all__ = [
     "DEFAULT_TASK_LABELS",
+    "HEALTH_CAUSES",
     "NO_METRICS",
     "OTHER",
     "Gauges",
@@ -75,6 +76,12 @@ class Metrics:
     def misfired(self, task: str, n: int = 1) -> None:
         """*n* fires of *task* were recorded MISSED by this node."""
 
+    def unhealthy(self, cause: str) -> None:
+        """The node became unhealthy for *cause* (see :mod:`easyjob.node.health`)."""
+
+    def cancelled(self, task: str) -> None:
+        """A running run of *task* here was cancelled on request and its job stopped."""
+
     def declare(self, tasks: Iterable[str]) -> None:
         """This node's code declares *tasks*: their series exist from now on, at 0."""
 
@@ -82,19 +89,23 @@ class Metrics:
         """Read *gauges* and the database counters (a snapshot function) at scrape time."""
 
 
+#: The causes of ill health a node counts (``easyjob_unhealthy_total{cause=...}``).
+HEALTH_CAUSES = ("loop_failing", "due_work_held")
+
 NO_METRICS = Metrics()
 
 
 class _Series:
     """The metric children of one task label, looked up once and kept."""
 
-    __slots__ = ("duration", "finished", "lateness", "misfires", "started")
+    __slots__ = ("cancelled", "duration", "finished", "lateness", "misfires", "started")
 
     def __init__(self, metrics: NodeMetrics, label: str) -> None:
         self.started = metrics.runs_started.labels(label)
         self.lateness = metrics.lateness.labels(label)
         self.duration = metrics.duration.labels(label)
         self.misfires = metrics.misfires.labels(label)
+        self.cancelled = metrics.cancels.labels(label)
         self.finished = {
             outcome: metrics.runs_finished.labels(label, outcome)
             for outcome in ("success", "failure")
@@ -148,6 +159,20 @@ class NodeMetrics(Metrics):
             "Runs of dead nodes (or lost track of) this node made claimable again",
             registry=r,
         )
+        self.unhealthy_total = Counter(
+            "easyjob_unhealthy",
+            "Times this node became unhealthy (its /readyz 503), by cause",
+            ["cause"],
+            registry=r,
+        )
+        for cause in HEALTH_CAUSES:  # present at 0 from the start
+            self.unhealthy_total.labels(cause)
+        self.cancels = Counter(
+            "easyjob_runs_cancelled",
+            "Running runs this node stopped because they were cancelled on request",
+            ["task"],
+            registry=r,
+        )
         self._cap = task_labels
         self._lock = threading.Lock()
         self._series: dict[str, _Series] = {}
@@ -191,6 +216,12 @@ class NodeMetrics(Metrics):
     def misfired(self, task: str, n: int = 1) -> None:
         if n:
             self._for(task).misfires.inc(n)
+
+    def unhealthy(self, cause: str) -> None:
+        self.unhealthy_total.labels(cause).inc()
+
+    def cancelled(self, task: str) -> None:
+        self._for(task).cancelled.inc()
 
     def declare(self, tasks: Iterable[str]) -> None:
         for task in tasks:

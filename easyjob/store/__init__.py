@@ -5,8 +5,9 @@
 together: ``store.tasks`` (registration, due polling, schedule advances), ``store.runs``
 (claims and every later, version-checked transition), ``store.nodes`` (heartbeats, liveness
 in database time), ``store.history``, ``store.views`` (the dashboard's reads),
-``store.summary`` (``easyjob status``), ``store.bench`` (``easyjob bench``) and
-``store.audit`` (the operators' actions).
+``store.summary`` (``easyjob status``), ``store.progress`` (runs held past due, for health),
+``store.cancels`` (cancel requests), ``store.bench`` (``easyjob bench``) and ``store.audit``
+(the operators' actions).
 
 Outside this package, code imports only this module and :mod:`easyjob.store.contract`.
 """
@@ -20,10 +21,12 @@ from easyjob.errors import SchemaMissingError
 from easyjob.store import contract
 from easyjob.store.audit import AuditStore
 from easyjob.store.bench import BenchStore
+from easyjob.store.cancels import CancelStore
 from easyjob.store.database import Database
 from easyjob.store.engine import dialect_of, normalize_url, safe_url
 from easyjob.store.history import HistoryStore
 from easyjob.store.nodes import Heartbeat, NodeStore
+from easyjob.store.progress import HELD_DUE_AFTER, ProgressStore
 from easyjob.store.retry import RetryPolicy, is_transient
 from easyjob.store.runs import RunStore
 from easyjob.store.schedules import ScheduleStore
@@ -33,6 +36,7 @@ from easyjob.store.tasks import TaskStore
 from easyjob.store.views import ViewStore
 
 __all__ = [
+    "HELD_DUE_AFTER",
     "RUNS_TABLE",
     "TASKS_TABLE",
     "Database",
@@ -63,6 +67,8 @@ class Store:
         self.views = ViewStore(db)
         self.summary = SummaryStore(db)
         self.bench = BenchStore(db)
+        self.progress = ProgressStore(db)
+        self.cancels = CancelStore(db)
         self.audit = AuditStore(db)
 
     @classmethod

@@ -70,6 +70,7 @@ from easyjob.core.store_values import (
     Backlog,
     Blocked,
     Bucket,
+    Cancelled,
     FailingTask,
     Heartbeat,
     LastOutcome,
@@ -89,12 +90,15 @@ __all__ = [
     "BenchStore",
     "Blocked",
     "Bucket",
+    "CancelStore",
+    "Cancelled",
     "FailingTask",
     "Heartbeat",
     "HistoryStore",
     "LastOutcome",
     "LateTask",
     "NodeStore",
+    "ProgressStore",
     "RunStore",
     "ScheduleStore",
     "Starts",
@@ -505,6 +509,30 @@ class SummaryStore(Protocol):
         ...
 
 
+class CancelStore(Protocol):
+    """Cancelling runs on request, from any host (see :mod:`easyjob.store.cancels`)."""
+
+    def cancel(self, run_id: int, reason: str = ...) -> Cancelled:
+        """End run *run_id* CANCELLED unless it ended already (version-checked); a node
+        then starting it, or writing its outcome, is fenced. RunNotFoundError for an
+        unknown id."""
+        ...
+
+    def cancelled(self, run_ids: Collection[int]) -> set[int]:
+        """Which of *run_ids* are CANCELLED now (a node asks about the runs it runs)."""
+        ...
+
+
+class ProgressStore(Protocol):
+    """Whether nodes do the work they hold (a node's ``/readyz``, ``easyjob status``)."""
+
+    def held_due(self, by: timedelta = ..., node_id: str | None = None) -> dict[str, int]:
+        """How many runs each node (or just *node_id*) holds CLAIMED more than *by* (default
+        ``HELD_DUE_AFTER``, 10 s) past their due time in database time, neither started nor
+        handed back; runs waiting for a RUNNING run of their task are not counted."""
+        ...
+
+
 class BenchStore(Protocol):
     """``easyjob bench``: a trial's runs, and the database's own rate for the claim's SQL."""
 
@@ -589,6 +617,12 @@ class Store(Protocol):
 
     @property
     def bench(self) -> BenchStore: ...
+
+    @property
+    def progress(self) -> ProgressStore: ...
+
+    @property
+    def cancels(self) -> CancelStore: ...
 
     @property
     def audit(self) -> AuditStore: ...

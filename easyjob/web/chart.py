@@ -17,6 +17,7 @@ COLOURS = {
     "MISSED": "#e08e0b",
     "ABANDONED": "#8e44ad",
     "SKIPPED": "#95a5a6",
+    "CANCELLED": "#34495e",
 }
 
 

@@ -2,7 +2,7 @@
 
 - :func:`deploy`: a node of a rolling deploy, stopped gracefully and started again with other
   code (here: another environment, e.g. another cron text for the ticks);
-- :func:`poison`: a job that kills its process (``os._exit(1)``), triggered once; each node it
+- :func:`poison`: a job that kills its process (``os._exit(1)``), triggered once; the node it
   kills is logged as a ``crash`` and started again, as an operator's supervisor would.
 """
 
@@ -57,11 +57,13 @@ class PoisonOutcome:
 
 
 def poison(outcome: PoisonOutcome, backoff_s: float = 0.0, task: str = "poison") -> Action:
-    """Trigger *task* once; each time its job begins, wait for its node to exit, log a
-    ``crash`` of that node from the moment the job began, and start the node again after
-    *backoff_s* (a supervisor's restart delay); return once the run ended FAILED (recorded in
-    *outcome*). A node restarted at once takes its predecessor's run back itself; one
-    restarted after the dead threshold finds it taken over by a peer."""
+    """Trigger *task* once; each time its job begins on a node (its first attempt), wait
+    for that node to exit, log a ``crash`` of that node from the moment the job began, and
+    start the node again after *backoff_s* (a supervisor's restart delay); return once the
+    run ended FAILED (recorded in *outcome*). A node restarted at once takes its
+    predecessor's run back itself; one restarted after the dead threshold finds it taken
+    over by a peer. Either runs it again in a child process (a recovered run always is),
+    which dies instead of the node."""
 
     def act(play: Play) -> None:
         play.store.tasks.trigger(task)
@@ -74,6 +76,8 @@ def poison(outcome: PoisonOutcome, backoff_s: float = 0.0, task: str = "poison")
                 if ex.task != task or ex.run_id in handled:
                     continue
                 handled.add(ex.run_id)
+                if ex.attempt > 1:  # a recovered run, in a child: its node stays up
+                    continue
                 node = play.expect_exit(ex.node)
                 code = node.wait(play.deadline())
                 play.faults.add(

@@ -155,18 +155,19 @@ def test_status_human_shows_every_section(cli: Cli, store: Store, db_url: str) -
     assert re.match(rf"database time {ISO_MS}\n\nnodes: 2 RUNNING\n", text)
     nodes, counts, late, failing, failures = text.split("\n\n")[1:]
     lines = nodes.splitlines()
-    assert lines[1].split()[:7] == [
+    assert lines[1].split()[:8] == [
         "node_id",
         "status",
         "age_s",
         "clock_offset_ms",
         "held",
+        "held_due",
         "succeeded",
         "failed",
     ]
     node_a = lines[2].split()
     assert node_a[:2] == ["node-a", "RUNNING"]
-    assert re.fullmatch(r"\d+\.\ds", node_a[2]) and node_a[3:7] == ["+250ms", "1", "0", "1"]
+    assert re.fullmatch(r"\d+\.\ds", node_a[2]) and node_a[3:8] == ["+250ms", "1", "0", "0", "1"]
     node_b = lines[3].split()
     # aged 100 s before the command ran; a loaded machine may take a second or more to get there
     assert node_b[:2] == ["node-b", "RUNNING"] and node_b[3] == "+0ms"
@@ -446,3 +447,26 @@ def test_tasks_and_status_count_successes_pruned_or_not(
     store.db.write("overdue", lambda conn: conn.execute(stmt))
     (late,) = cli("status", "--json", "--db", db_url).json()["late"]["tasks"]
     assert (late["name"], late["success_count"], late["fail_count"]) == ("done", 3, 0)
+
+
+def test_status_names_a_node_that_holds_due_work_it_neither_runs_nor_hands_back(
+    cli: Cli, store: Store, db_url: str
+) -> None:
+    from tests.store.conftest import make_pending
+    from tests.store.test_progress import _claim, _due_ago
+
+    register(store, "node-a")
+    register(store, "node-b")
+    runs = _claim(store, "node-a", make_pending(store, "stalled", fires=2))
+    _due_ago(store, [r.id for r in runs], 15)
+    doc = cli("status", "--json", "--db", db_url).json()
+    assert {row["node_id"]: row["held_due"] for row in doc["nodes"]} == {
+        "node-a": 2,
+        "node-b": 0,
+    }
+    text = cli("status", "--db", db_url).out
+    assert (
+        "node node-a is unhealthy: it holds 2 run(s) CLAIMED more than 10s past due, neither "
+        "started nor handed back"
+    ) in text
+    assert "node node-b is unhealthy" not in text

@@ -50,12 +50,37 @@ def wait_until(what: str, predicate: Callable[[], T], timeout: float) -> T:
         time.sleep(0.05)
 
 
+def process_gone(pid: int) -> bool:
+    """Whether process *pid* has exited: no such process, or a zombie not reaped yet."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status
+
+
 class NodeProcess:
-    def __init__(self, node_id: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self,
+        node_id: str,
+        argv: list[str],
+        env: dict[str, str],
+        log: Path,
+        *,
+        session: bool = False,
+    ) -> None:
         self.node_id = node_id
         self.log_path = log
         self._log = log.open("wb")
-        self.proc = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=session
+        )
+
+    def signal_group(self, sig: int) -> None:
+        """Send *sig* to the node's process group, as a terminal's Ctrl-C or a service
+        manager would (the node must have been started with ``session=True``)."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
 
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:
@@ -124,10 +149,12 @@ class Cluster:
         db_url: str | None = None,
         env: Mapping[str, str] | None = None,
         fast: bool = True,
+        session: bool = False,
     ) -> NodeProcess:
         """Start a node; *db_url* (default: the cluster's) lets one node reach the database
         another way (through its own proxy), *env* adds to this node's environment. With
-        *fast* False the node runs at default settings, plus *options*."""
+        *fast* False the node runs at default settings, plus *options*. With *session* the
+        node leads a process group of its own (see :meth:`NodeProcess.signal_group`)."""
         settings = {**(FAST if fast else {}), **options}
         argv = [
             sys.executable,
@@ -143,7 +170,9 @@ class Cluster:
         for key, value in settings.items():
             argv += [f"--{key}", value]
         node_env = {**self.env, **(env or {})}
-        node = NodeProcess(node_id, argv, node_env, self.workdir / f"{node_id}.log")
+        node = NodeProcess(
+            node_id, argv, node_env, self.workdir / f"{node_id}.log", session=session
+        )
         self.nodes[node_id] = node
         return node
 

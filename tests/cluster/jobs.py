@@ -171,3 +171,69 @@ if os.environ.get("EASYJOB_TEST_SPLIT"):
     @scheduled("* * * * * *", name="everywhere", broadcast=True)
     def everywhere(ctx: TaskContext) -> None:
         record(ctx, f"shard-{ctx.shard}-of-{ctx.shards}")
+
+
+# The executor matrix (tests/cluster/test_executors.py): the same jobs under each executor.
+if os.environ.get("EASYJOB_TEST_MATRIX"):
+
+    @scheduled("0 0 1 1 *", name="m_sync")
+    def m_sync(ctx: TaskContext) -> None:
+        record(ctx)
+
+    @scheduled("0 0 1 1 *", name="m_async")
+    async def m_async(ctx: TaskContext) -> dict[str, object]:
+        await asyncio.sleep(0.01)
+        record(ctx)
+        return {"awaited": True, "attempt": ctx.attempt}
+
+    @scheduled("0 0 1 1 *", name="m_value", kwargs={"n": 7})
+    def m_value(ctx: TaskContext, n: int) -> dict[str, object]:
+        record(ctx)
+        return {"n": n, "fire": ctx.fire_time.isoformat(), "task": ctx.task_name}
+
+    @scheduled("0 0 1 1 *", name="m_raises")
+    def m_raises(ctx: TaskContext) -> None:
+        record(ctx)
+        raise ValueError(f"matrix failure of {ctx.task_name}")
+
+    @scheduled("0 0 1 1 *", name="m_sharded", shards=3)
+    def m_sharded(ctx: TaskContext) -> dict[str, int]:
+        record(ctx, f"shard-{ctx.shard}-of-{ctx.shards}")
+        return {"shard": ctx.shard, "shards": ctx.shards}
+
+    @scheduled("0 0 1 1 *", name="m_timeout", timeout=0.5)
+    def m_timeout(ctx: TaskContext) -> None:
+        record(ctx, "started")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not ctx.is_cancelled():
+            time.sleep(0.01)
+        record(ctx, "returned")
+
+    @scheduled("0 0 1 1 *", name="m_kills", executor="process")
+    def m_kills(ctx: TaskContext) -> None:
+        """Kills its process, as a segfault or an OOM kill would: declared to run in a
+        child process whatever the node's executor, so it takes no node down."""
+        record(ctx, "started")
+        os._exit(3)
+
+
+# Cancel (tests/cluster/test_cancel.py): a cooperative job on a thread, a sleeping one in a
+# child process (its started line names its pid).
+if os.environ.get("EASYJOB_TEST_CANCEL"):
+
+    @scheduled("0 0 1 1 *", name="c_coop")
+    def c_coop(ctx: TaskContext) -> None:
+        record(ctx, "started")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if ctx.is_cancelled():
+                record(ctx, "cancelled")
+                return
+            time.sleep(0.01)
+        record(ctx, "finished")
+
+    @scheduled("0 0 1 1 *", name="c_sleep", executor="process")
+    def c_sleep(ctx: TaskContext) -> None:
+        record(ctx, f"pid-{os.getpid()}")
+        time.sleep(60)
+        record(ctx, "finished")

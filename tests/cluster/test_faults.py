@@ -81,15 +81,16 @@ def test_a_rolling_deploy_that_changes_a_cron_and_a_backdated_schedule_keep_it_r
         assert {cluster.node_status(f"new-{i}") for i in range(3)} == {"STOPPED"}
 
 
-def test_a_job_that_kills_its_process_takes_down_two_nodes_then_fails(
+def test_past_max_recoveries_a_run_whose_node_died_is_not_run_again(
     db_url: str, tmp_path: Path
 ) -> None:
-    """max_recoveries 1 (the default): the run whose node died is run once more, that node
-    dies too, and the third node ends the run FAILED, naming the cause. Nodes restarted
-    afterwards do not take it back."""
+    """With --max-recoveries 0 the run whose node died while running it is not run again:
+    it ends FAILED, naming the cause, and nodes restarted afterwards do not take it back.
+    (At the default, 1, it is run once more in a child process, where it fails without
+    taking a node down: tests/cluster/test_contagion.py.)"""
     with Cluster(db_url, tmp_path) as cluster:
         for i in range(3):
-            cluster.start(f"node-{i}")
+            cluster.start(f"node-{i}", **{"max-recoveries": "0"})
         cluster.wait_live()
         cluster.store.tasks.trigger("poison")
 
@@ -98,20 +99,21 @@ def test_a_job_that_kills_its_process_takes_down_two_nodes_then_fails(
 
         (failed,) = wait_until("the poison run to end FAILED", ended, 60)
         dead = [node for node in cluster.nodes.values() if not node.alive]
-        assert len(dead) == 2 and all(node.wait(5) == 1 for node in dead)
-        assert "its node died while running it 2 times" in (failed.error_msg or "")
-        assert (failed.attempt, failed.recoveries) == (2, 2)
-        runs = sorted(cluster.runs("poison"), key=lambda r: r.attempt)
-        assert [r.status for r in runs] == [RunStatus.ABANDONED, RunStatus.FAILED]
-        assert [e.event for e in cluster.ledger() if e.task == "poison"] == ["started"] * 2
+        assert len(dead) == 1 and all(node.wait(5) == 1 for node in dead)
+        assert f"its node died while running it once (last: {dead[0].node_id})" in (
+            failed.error_msg or ""
+        )
+        assert (failed.attempt, failed.recoveries) == (1, 1)
+        assert [r.status for r in cluster.runs("poison")] == [RunStatus.FAILED]
+        assert [e.event for e in cluster.ledger() if e.task == "poison"] == ["started"]
         for node in dead:
-            cluster.start(f"{node.node_id}-again")
+            cluster.start(f"{node.node_id}-again", **{"max-recoveries": "0"})
         cluster.wait_live(*(f"{node.node_id}-again" for node in dead))
         survivor_and_restarted = [n for n in cluster.nodes.values() if n.alive]
         # three dead thresholds: time enough for any recovery of it to happen
         deadline = time.monotonic() + 3.0
         while time.monotonic() < deadline:
-            assert len(cluster.runs("poison")) == 2
+            assert len(cluster.runs("poison")) == 1
             time.sleep(0.1)
         assert all(node.alive for node in survivor_and_restarted)
         assert task_fail_count(cluster, "poison") == 1

@@ -47,6 +47,16 @@ def _run(
     weights: dict[str, int] | None = None,
 ) -> tuple[Cluster, list[Entry], list[Entry]]:
     cluster = Cluster(db_url, tmp_path, ticks=TICKS)
+    try:
+        return _phases(cluster, strategy, weights)
+    except BaseException:
+        cluster.close()  # a failed wait must not leave the node processes running
+        raise
+
+
+def _phases(
+    cluster: Cluster, strategy: str, weights: dict[str, int] | None
+) -> tuple[Cluster, list[Entry], list[Entry]]:
     for node in NODES:
         cluster.start(node, strategy=strategy, weight=str((weights or {}).get(node, 1)))
     cluster.wait_live()
@@ -71,7 +81,7 @@ def _run(
     )
     phase1, phase2 = _in(entries, *first), _in(entries, *second)
     print(
-        f"\n{strategy} on {db_url.split(':')[0]}: shares with 3 nodes {_shares(phase1)}, "
+        f"\n{strategy} on {cluster.db_url.split(':')[0]}: shares with 3 nodes {_shares(phase1)}, "
         f"after node-2 died {_shares(phase2)}"
     )
     cluster.close()

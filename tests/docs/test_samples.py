@@ -137,6 +137,12 @@ def test_cli_samples_run(
     if argv[0] == "run":
         _run_a_node(argv, docs_db)
         return
+    if argv[0] == "cancel":  # the docs' run id stands for a run of this database
+        store = Store.open(docs_db)
+        try:
+            argv[1] = str(store.tasks.trigger(store.tasks.all()[0].name))
+        finally:
+            store.close()
     if argv[0] == "bench":  # a database of its own, and a trial small enough for a test
         bench_db = f"sqlite:///{tmp_path}/bench.db"
         if "--claim-mode skip_locked" in line:  # PostgreSQL only: a real one

@@ -213,3 +213,17 @@ def test_defining_a_task_again_at_the_same_place_replaces_it() -> None:
     scheduled("@daily", registry=registry)(second["again"])
     entry = registry.get("again_mod.again")
     assert entry is not None and entry.fn is second["again"] and entry.spec.cron == "@daily"
+
+
+def test_executor_per_task_is_validated_and_kept() -> None:
+    registry = Registry()
+    scheduled("* * * * *", executor="process", registry=registry)(job)
+    scheduled("* * * * *", registry=registry)(plain)
+    assert registry.get(f"{__name__}.job").executor == "process"  # type: ignore[union-attr]
+    assert registry.get(f"{__name__}.plain").executor is None  # type: ignore[union-attr]
+    with pytest.raises(TaskDefinitionError) as err:
+        scheduled("* * * * *", executor="fork", registry=Registry())(other)
+    assert str(err.value) == (
+        f"@scheduled on {__name__}:other: task '{__name__}.other': executor must be one of "
+        "thread, process (or None: the node's --executor), got 'fork'"
+    )

@@ -1,0 +1,58 @@
+"""Whether nodes do the work they hold: runs held CLAIMED well past their due time, neither
+started nor handed back (a node's ``/readyz`` and ``easyjob status``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import sqlalchemy as sa
+
+from easyjob.core.states import RunStatus
+from easyjob.store.database import Database
+from easyjob.store.engine import db_now
+from easyjob.store.schema import task_detail_table
+
+__all__ = ["HELD_DUE_AFTER", "ProgressStore"]
+
+d = task_detail_table
+
+#: A run CLAIMED this long past its due time is one its node neither runs nor leaves to
+#: others (a healthy node starts it at its due time, or hands it back within its overdue
+#: grace, about a second).
+HELD_DUE_AFTER = timedelta(seconds=10)
+
+
+class ProgressStore:
+    """Reads of progress (read-only transactions)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def held_due(
+        self, by: timedelta = HELD_DUE_AFTER, node_id: str | None = None
+    ) -> dict[str, int]:
+        """How many runs each node (or just *node_id*) holds CLAIMED more than *by* past
+        their due time (database time), not counting those that wait for a RUNNING run of
+        their task (``overlap="serial"``: waiting is their policy). Served by the
+        ``(status, node_id)`` index; one row per node."""
+        held, other = d.alias("held"), d.alias("other")
+        running = sa.exists().where(
+            other.c.task_id == held.c.task_id, other.c.status == str(RunStatus.RUNNING)
+        )
+
+        def read(conn: sa.Connection) -> dict[str, int]:
+            before = conn.scalar(sa.select(db_now())) - by
+            query = (
+                sa.select(held.c.node_id, sa.func.count())
+                .where(
+                    held.c.status == str(RunStatus.CLAIMED),
+                    held.c.due_time < before,
+                    ~running,
+                )
+                .group_by(held.c.node_id)
+            )
+            if node_id is not None:
+                query = query.where(held.c.node_id == node_id)
+            return {str(node): int(count) for node, count in conn.execute(query)}
+
+        return self._db.read("held_due", read)
