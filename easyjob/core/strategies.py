@@ -130,23 +130,19 @@ def _stable_hash(*parts: object) -> int:
 
 
 class IdHashStrategy:
-    """Each task belongs to one live node: ``hash(task id) mod live nodes``. A task's runs stay
-    on one node while membership is stable; tasks spread evenly over the nodes. Each shard
-    of a sharded task (shard > 0 hashed with its number) belongs to a node of its own."""
+    """Each task belongs to one node: ``task id mod nodes`` (with a sharded task's shard
+    number added, so its shards spread too), ranked among the live nodes that declare it. A
+    task's runs stay on one node while membership is stable, and tasks spread evenly: task
+    ids are consecutive, so any n tasks registered together split n/k per node (a hash of
+    the id split 6 tasks over 3 nodes 2/3/1)."""
 
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
         chosen = []
         for c in candidates:
             nodes = view.nodes_for(c)
-            if view.me in nodes and nodes[_owner(c) % len(nodes)] == view.me:
+            if view.me in nodes and nodes[(c.task_id + c.shard) % len(nodes)] == view.me:
                 chosen.append(c)
         return chosen
-
-
-def _owner(candidate: Candidate) -> int:
-    if candidate.shard:
-        return _stable_hash(candidate.task_id, candidate.shard)
-    return _stable_hash(candidate.task_id)
 
 
 class WeightStrategy:

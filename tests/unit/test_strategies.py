@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -57,6 +58,14 @@ def test_id_hash_partitions_tasks_and_keeps_them_sticky() -> None:
         per_task.setdefault(c.task_id, set()).add(chosen[c.id])
     assert all(len(nodes) == 1 for nodes in per_task.values())
     assert set(chosen.values()) == set(LIVE)
+
+
+def test_id_hash_splits_a_small_catalogue_evenly() -> None:
+    """Six tasks over three nodes: two each (a hash of the id split them 2/3/1)."""
+    batch = candidates(6, tasks=6)
+    assert sorted(Counter(owners(IdHashStrategy(), batch).values()).values()) == [2, 2, 2]
+    shards = [replace(c, task_id=7, shard=i) for i, c in enumerate(candidates(3, tasks=3))]
+    assert sorted(owners(IdHashStrategy(), shards).values()) == sorted(LIVE)  # one shard each
 
 
 def test_dead_nodes_hold_no_rank() -> None:
