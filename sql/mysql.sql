@@ -48,6 +48,7 @@ CREATE TABLE easy_job_node (
 	version BIGINT NOT NULL DEFAULT 0,
 	broadcast_tasks JSON,
 	catalog VARCHAR(64),
+	health VARCHAR(1000),
 	PRIMARY KEY (node_id)
 )COMMENT='One row per node incarnation; liveness is heartbeat_at judged in database time.';
 

@@ -47,6 +47,7 @@ CREATE TABLE easy_job_node (
 	version BIGINT DEFAULT 0 NOT NULL,
 	broadcast_tasks JSON,
 	catalog VARCHAR(64),
+	health VARCHAR(1000),
 	PRIMARY KEY (node_id)
 );
 

@@ -184,13 +184,7 @@ def status(args: argparse.Namespace) -> int:
         if "PENDING_LATER" in runs:
             runs["PENDING later"] = runs.pop("PENDING_LATER")
         order = ("PENDING due", "PENDING later", "CLAIMED", "RUNNING")
-        stalled = [row for row in node_rows if row["held_due"]]
-        unhealthy = "".join(
-            f"\nnode {row['node_id']} is unhealthy: it holds {row['held_due']} run(s) CLAIMED "
-            f"more than {HELD_DUE_AFTER.total_seconds():g}s past due, neither started nor "
-            "handed back"
-            for row in stalled
-        )
+        unhealthy = "".join(_unhealthy(row) for row in node_rows)
         sections = [
             f"database time {iso(summary.db_time, ms=True)}{unhealthy}",
             _section(
@@ -415,6 +409,22 @@ def dashboard(args: argparse.Namespace) -> int:
     finally:
         server.close()
     return EXIT_OK
+
+
+def _unhealthy(row: dict[str, Any]) -> str:
+    """The lines of ``easyjob status`` that say why a node is unhealthy: what it wrote at
+    its last heartbeat (a loop failing on every step, due work held), and the runs the
+    database says it holds CLAIMED well past due (true even of a node too stuck to say)."""
+    lines = []
+    if row.get("health"):
+        lines.append(f"\nnode {row['node_id']} is unhealthy: {row['health']}")
+    if row["held_due"] and "due_work_held" not in (row.get("health") or ""):
+        lines.append(
+            f"\nnode {row['node_id']} is unhealthy: it holds {row['held_due']} run(s) CLAIMED "
+            f"more than {HELD_DUE_AFTER.total_seconds():g}s past due, neither started nor "
+            "handed back"
+        )
+    return "".join(lines)
 
 
 def _server(url: str) -> str:

@@ -452,6 +452,8 @@ class NodeRow:
     broadcast_tasks: list[str] | None = None
     #: the digest of what its code declares (``easy_job_catalog``); None: an earlier release
     catalog: str | None = None
+    #: why it is unhealthy, as of its last heartbeat (see easyjob.node.health); None: healthy
+    health: str | None = None
 
     @property
     def age_s(self) -> float:

@@ -37,9 +37,11 @@ class Heartbeater(Loop):
         log: logging.LoggerAdapter[logging.Logger],
         broadcast_tasks: Sequence[str] = (),
         catalog: Catalog | None = None,
+        problems: Callable[[], list[str]] | None = None,
     ) -> None:
         self._broadcast_tasks = list(broadcast_tasks)
         self._catalog = catalog
+        self._problems = problems  # the node's health, written with each heartbeat
         super().__init__(config.heartbeat, log)
         self._store = store
         self._config = config
@@ -57,6 +59,7 @@ class Heartbeater(Loop):
             claimed=claimed,
             completed=completed,
             stuck=stuck,
+            health=self._health(),
         )
         if not beat.accepted:
             self.log.error("node row is stopped or missing; registering this node again")
@@ -103,6 +106,11 @@ class Heartbeater(Loop):
         db_time = self._store.now()
         self._liveness.beat(db_time, sent, self._clock.now())
         self._refresh_membership()
+
+    def _health(self) -> str | None:
+        """Why this node is unhealthy now, for its row (None: healthy)."""
+        problems = self._problems() if self._problems is not None else []
+        return "; ".join(problems) or None
 
     def _refresh_membership(self) -> None:
         """The live nodes, and the bodies of their catalogs not known here yet."""

@@ -204,6 +204,7 @@ class Node:
             self.log,
             broadcast_tasks=[spec.name for spec in specs if spec.broadcast],
             catalog=catalog,
+            problems=lambda: self.health.problems(),
         )
         self.dispatcher = Dispatcher(
             self.store,

@@ -390,10 +390,18 @@ class NodeStore(Protocol):
         ...
 
     def heartbeat(
-        self, node_id: str, *, clock_offset_ms: int, claimed: int, completed: int, stuck: int = 0
+        self,
+        node_id: str,
+        *,
+        clock_offset_ms: int,
+        claimed: int,
+        completed: int,
+        stuck: int = 0,
+        health: str | None = None,
     ) -> Heartbeat:
-        """Stamp the heartbeat with database time; a row a peer marked DEAD comes back
-        (``revived``), a STOPPED or missing row is not touched (``accepted`` False)."""
+        """Stamp the heartbeat with database time and the node's *health* (why it is
+        unhealthy; None: healthy); a row a peer marked DEAD comes back (``revived``), a
+        STOPPED or missing row is not touched (``accepted`` False)."""
         ...
 
     def set_status(self, node_id: str, status: NodeStatus) -> None:

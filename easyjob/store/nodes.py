@@ -117,7 +117,14 @@ class NodeStore:
         return self._db.read("read_catalogs", read)
 
     def heartbeat(
-        self, node_id: str, *, clock_offset_ms: int, claimed: int, completed: int, stuck: int = 0
+        self,
+        node_id: str,
+        *,
+        clock_offset_ms: int,
+        claimed: int,
+        completed: int,
+        stuck: int = 0,
+        health: str | None = None,
     ) -> Heartbeat:
         """Stamp ``heartbeat_at`` with database time and record this node's clock offset and
         counters. A row marked DEAD by a peer comes back to RUNNING (``revived``); a STOPPED
@@ -132,6 +139,7 @@ class NodeStore:
                 claimed_count=claimed,
                 completed_count=completed,
                 stuck_count=stuck,
+                health=health[:1000] if health else None,
                 version=n.c.version + 1,
             )
             done = conn.execute(

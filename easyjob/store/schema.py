@@ -111,6 +111,7 @@ node_table = sa.Table(
     sa.Column("version", Count, nullable=False, server_default=sa.text("0")),
     sa.Column("broadcast_tasks", sa.JSON(none_as_null=True)),
     sa.Column("catalog", sa.String(64)),
+    sa.Column("health", sa.String(1000)),
     sa.Index("ix_easy_job_node_status_heartbeat", "status", "heartbeat_at"),
     comment="One row per node incarnation; liveness is heartbeat_at judged in database time.",
 )

@@ -7,6 +7,8 @@ the cause is logged once and counted; with the privilege back, it is ready again
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,11 @@ def _privilege(db_url: str, grant: bool) -> None:
         engine.dispose()
 
 
+def _health(cluster: Cluster) -> str | None:
+    (node,) = [n for n in cluster.store.nodes.all()[1] if n.node_id == "sick"]
+    return node.health
+
+
 def test_a_node_whose_loader_fails_every_step_is_not_ready(db_url: str, tmp_path: Path) -> None:
     if not db_url.startswith("postgresql"):
         pytest.skip("a revoked table privilege of the node's own user: PostgreSQL")
@@ -59,6 +66,16 @@ def test_a_node_whose_loader_fails_every_step_is_not_ready(db_url: str, tmp_path
         assert get(f"{base}/healthz")[0] == 200
         assert samples(base)[LOOP_FAILING] == 1
         assert "permission denied for table easy_job_task_detail" in node.log()
+        # the node says so in its row at its next heartbeat, so `easyjob status` shows it
+        row = wait_until("the node's row to say why", lambda: _health(cluster), 10)
+        assert row.startswith("loop_failing: every step failed: loader for ")
+        status = subprocess.run(
+            [sys.executable, "-m", "easyjob", "status", "--db", db_url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert f"node sick is unhealthy: {_health(cluster)}"[:60] in status.stdout
         wait_until("more failed steps", lambda: node.log().count("loader step failed") > 5, 20)
         assert node.log().count("node unhealthy (loop_failing)") == 1
         assert samples(base)[LOOP_FAILING] == 1
@@ -66,4 +83,5 @@ def test_a_node_whose_loader_fails_every_step_is_not_ready(db_url: str, tmp_path
         _privilege(db_url, grant=True)
         wait_until("/readyz to be 200 again", lambda: get(f"{base}/readyz")[0] == 200, 30)
         wait_until("the log to say so", lambda: "node healthy again" in node.log(), 10)
+        wait_until("the node's row to be clear", lambda: _health(cluster) is None, 10)
         cluster.stop_all()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from easyjob.core.admission import Catalog
 from easyjob.core.states import NodeStatus
 from easyjob.errors import NodeIdInUseError
 from easyjob.store import Store
@@ -102,6 +103,29 @@ def test_a_live_node_id_cannot_be_taken_but_a_crashed_ones_can(store: Store) -> 
     )
     (row,) = store.nodes.all()[1]
     assert (row.host, row.status, row.age < dead_after) == ("h2", NodeStatus.RUNNING, True)
+
+
+def test_a_heartbeat_writes_the_nodes_health_and_clears_it(store: Store) -> None:
+    _register(store, "a")
+    beat = {"clock_offset_ms": 0, "claimed": 0, "completed": 0}
+    store.nodes.heartbeat("a", **beat, health="loop_failing: every step failed: loader" * 40)
+    (row,) = store.nodes.all()[1]
+    assert row.health is not None and row.health.startswith("loop_failing: every step failed")
+    assert len(row.health) == 1000  # capped to the column
+    store.nodes.heartbeat("a", **beat)
+    assert store.nodes.all()[1][0].health is None
+
+
+def test_a_node_publishes_its_catalog_once_per_distinct_code(store: Store) -> None:
+    code = Catalog({"a": "app.jobs:a"}, frozenset({"app.jobs:report"}))
+    for node in ("n1", "n2"):  # same code: one catalog row, named by both
+        store.nodes.register(
+            node, host="h", pid=1, weight=1, strategy="default", workers=1, catalog=code
+        )
+    rows = {n.node_id: n.catalog for n in store.nodes.all()[1]}
+    assert rows == {"n1": code.digest, "n2": code.digest}
+    assert store.nodes.catalogs([code.digest, "missing"]) == {code.digest: code}
+    assert store.nodes.catalogs([]) == {}
 
 
 _FAKETIME = next(

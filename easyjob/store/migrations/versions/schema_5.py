@@ -1,8 +1,11 @@
-"""Schema version 5: what each node's code declares (catalogs), and the dashboard's audit.
+"""Schema version 5: what each node's code declares (catalogs), each node's health, and the
+dashboard's audit.
 
 ``easy_job_catalog`` holds one row per distinct catalog (a node's declared tasks with their
 functions, and its ``@runnable`` functions, as JSON), and ``easy_job_node.catalog`` names a
-node's; strategies rank a run over the live nodes that declare its task. ``easy_job_audit``
+node's; strategies rank a run over the live nodes that declare its task.
+``easy_job_node.health`` holds why a node is unhealthy (NULL: healthy), written at each
+heartbeat. ``easy_job_audit``
 records the dashboard's operator actions. Both are additive: nodes of version 4 keep running
 on these tables (``compatible_from`` stays 4), leave ``catalog`` NULL and are taken to
 declare every task, as they did.
@@ -27,6 +30,7 @@ compatible_from = 4
 def upgrade() -> None:
     """Add the catalog table and column, and the audit table; set the version."""
     op.add_column("easy_job_node", sa.Column("catalog", sa.String(64)))
+    op.add_column("easy_job_node", sa.Column("health", sa.String(1000)))
     op.create_table(
         "easy_job_catalog",
         sa.Column("catalog", sa.String(64), primary_key=True),
