@@ -9,6 +9,7 @@ the servers and in the nodes' retry log lines.
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from datetime import timedelta
@@ -37,7 +38,7 @@ RETRIED_CONFLICT = re.compile(r"transient database error .*\(1213,")
 def longest_gap_s(entries: list[Entry], since: float, until: float) -> float:
     """The longest stretch of wall time in [since, until] in which no job ran."""
     times = sorted([since, until, *(e.at for e in entries if since <= e.at <= until)])
-    return max(b - a for a, b in zip(times, times[1:], strict=False))
+    return max(b - a for a, b in itertools.pairwise(times))
 
 
 def test_member_killed_and_rejoined(galera_cluster: GaleraCluster, tmp_path: Path) -> None:
@@ -58,7 +59,7 @@ def test_member_killed_and_rejoined(galera_cluster: GaleraCluster, tmp_path: Pat
         time.sleep(DOWN_S)  # a real outage of that member: not waiting on any condition
         restarted = time.time()
         victim.start()
-        rejoin_s = galera_cluster.wait_size(3)
+        galera_cluster.wait_size(3)
         back = time.time()
         faults.add(Fault("db_member_kill9", "db", began, back, f"member-{VICTIM} kill -9, rejoin"))
         # the node on that member had no database meanwhile: a partition of that node
