@@ -152,13 +152,14 @@ def postgres_primary_and_standby() -> Iterator[tuple[PostgresServer, PostgresSta
 
 
 @pytest.fixture
-def galera_cluster() -> Iterator[GaleraCluster]:
+def galera_cluster(request: pytest.FixtureRequest) -> Iterator[GaleraCluster]:
     """A three-member MariaDB Galera cluster of this test's own, every member synced (a
-    test may kill a member and start it again)."""
+    test may kill a member and start it again). Indirect parametrization may pass more
+    ``[mysqld]`` options for every member (a dict)."""
     reason = GaleraMember.missing()
     if reason:
         _unavailable(f"galera unavailable: {reason}")
-    cluster = GaleraCluster(3)
+    cluster = GaleraCluster(3, getattr(request, "param", None))
     try:
         try:
             cluster.start()

@@ -41,7 +41,14 @@ def longest_gap_s(entries: list[Entry], since: float, until: float) -> float:
     return max(b - a for a, b in itertools.pairwise(times))
 
 
+@pytest.mark.parametrize(
+    "galera_cluster",
+    [{"wsrep_sync_wait": 0}, {"wsrep_sync_wait": 1}],
+    ids=["sync_wait_0", "sync_wait_1"],
+    indirect=True,
+)
 def test_member_killed_and_rejoined(galera_cluster: GaleraCluster, tmp_path: Path) -> None:
+    """With and without causal reads (``wsrep_sync_wait=1``): easyjob needs neither."""
     urls = galera_cluster.create_database("app")
     victim = galera_cluster.members[VICTIM]
     faults = FaultLog()
@@ -96,7 +103,7 @@ def test_member_killed_and_rejoined(galera_cluster: GaleraCluster, tmp_path: Pat
             if RETRIED_CONFLICT.search(line)
         )
         member = f"member-{VICTIM}"
-        extra = {
+        extra: dict[str, object] = {
             "evicted_s": round(evicted_s, 2),
             "member_down_s": round(restarted - began, 2),
             "rejoin_s": round(back - restarted, 2),
@@ -106,6 +113,7 @@ def test_member_killed_and_rejoined(galera_cluster: GaleraCluster, tmp_path: Pat
             "conflicts_retried_by_nodes": retried,
             f"node-{VICTIM}_runs_after_rejoin": victim_runs_after,
         }
+        extra["wsrep_sync_wait"] = galera_cluster.members[0].variable("wsrep_sync_wait")
         problems = record(report, extra)
         assert problems == [], problems
         assert report.duplicated == 0 and report.missing == 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pymysql
@@ -44,7 +44,10 @@ class GaleraMember(MariaDBServer):
 
     backend = "galera"
 
-    def __init__(self, index: int, gcomm_ports: Sequence[int]) -> None:
+    def __init__(
+        self, index: int, gcomm_ports: Sequence[int], options: Mapping[str, object] | None = None
+    ) -> None:
+        """*options*: more ``[mysqld]`` settings (e.g. ``wsrep_sync_wait``)."""
         if not 0 <= index < len(gcomm_ports):
             raise ValueError(f"member index {index!r} is not one of {len(gcomm_ports)} members")
         self.index = index
@@ -52,6 +55,7 @@ class GaleraMember(MariaDBServer):
         self._ist = free_port()
         self._sst = free_port()
         self._bootstrap = index == 0
+        self._extra = dict(options or {})
         super().__init__()
 
     @classmethod
@@ -75,6 +79,14 @@ class GaleraMember(MariaDBServer):
             cur.execute("SHOW GLOBAL STATUS LIKE 'wsrep\\_%'")
             return {str(k): str(v) for k, v in cur.fetchall()}
 
+    def variable(self, name: str) -> str:
+        """The global value of system variable *name* on this member."""
+        if not name.isidentifier():
+            raise ValueError(f"not a system variable name: {name!r}")
+        with self._cursor() as cur:
+            cur.execute(f"SELECT @@GLOBAL.{name}")
+            return str(cur.fetchone()[0])
+
     def _options(self) -> dict[str, object]:
         address = ",".join(f"127.0.0.1:{p}" for p in self._gcomm)
         gcomm = self._gcomm[self.index]
@@ -96,6 +108,7 @@ class GaleraMember(MariaDBServer):
             "wsrep_provider_options": provider,
             "wsrep_sst_method": "rsync",
             "wsrep_sst_receive_address": f"127.0.0.1:{self._sst}",
+            **self._extra,
         }
 
     def _seeds_data(self) -> bool:
@@ -118,16 +131,17 @@ class GaleraMember(MariaDBServer):
 
 
 class GaleraCluster:
-    """*size* members started one after the other; databases are made on the first and
-    replicate. Close it to stop every member and remove its data."""
+    """*size* members started one after the other, each with *options* added to its option
+    file; databases are made on the first and replicate. Close it to stop every member and
+    remove its data."""
 
-    def __init__(self, size: int = 3) -> None:
+    def __init__(self, size: int = 3, options: Mapping[str, object] | None = None) -> None:
         if size < 1:
             raise ValueError(f"a Galera cluster needs at least one member, not {size!r}")
         gcomm = [free_port() for _ in range(size)]
         self.members: list[GaleraMember] = []
         for i in range(size):
-            self.members.append(GaleraMember(i, gcomm))
+            self.members.append(GaleraMember(i, gcomm, options))
 
     def start(self) -> None:
         for member in self.members:
