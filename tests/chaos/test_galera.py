@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from easyjob.store import Database, RetryPolicy, Store, is_transient
 from tests.chaos.expected import Window
 from tests.chaos.faults import Fault, FaultLog
 from tests.chaos.on_cluster import Settings, observe, record, settle, stuck_and_died
 from tests.cluster.harness import Cluster, Entry, wait_until
 from tests.rig.galera import GaleraCluster
+from tests.store.conftest import every_second
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow_chaos]
 
@@ -118,3 +121,39 @@ def test_member_killed_and_rejoined(galera_cluster: GaleraCluster, tmp_path: Pat
         assert problems == [], problems
         assert report.duplicated == 0 and report.missing == 0
         assert victim_runs_after > 0, f"node-{VICTIM} ran nothing after its member came back"
+
+
+def test_a_write_on_a_member_out_of_quorum_waits_for_it(galera_cluster: GaleraCluster) -> None:
+    """Two members killed: the last is non-primary and refuses every statement (error 1047,
+    "WSREP has not yet prepared node for application use"). A write there is retried as a
+    database outage, not raised at once, and lands once the member is primary again."""
+    url = galera_cluster.create_database("app")[0]
+    store = Store.open(url, create=True)
+    impatient = Store(Database(store.db.engine, retry=RetryPolicy(deadline_s=0)))
+    try:
+        store.tasks.upsert([every_second("before")])
+        for member in galera_cluster.members[1:]:
+            member.kill()
+        alone = galera_cluster.members[0]
+        wait_until(
+            "the last member to lose quorum",
+            lambda: alone.status().get("wsrep_cluster_status") == "non-Primary",
+            30,
+        )
+        try:
+            impatient.tasks.get("before")
+        except Exception as err:
+            refused: BaseException = err
+        else:
+            raise AssertionError("a member out of quorum answered")
+        assert "1047" in str(refused) and is_transient(refused), repr(refused)
+        bootstrap = threading.Timer(1.0, alone.bootstrap)
+        bootstrap.start()
+        try:
+            (row,) = store.tasks.upsert([every_second("while-out-of-quorum")])
+        finally:
+            bootstrap.join()
+        assert row.name == "while-out-of-quorum"
+        assert {t.name for t in store.tasks.all()} == {"before", "while-out-of-quorum"}
+    finally:
+        store.close()

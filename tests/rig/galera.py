@@ -79,6 +79,12 @@ class GaleraMember(MariaDBServer):
             cur.execute("SHOW GLOBAL STATUS LIKE 'wsrep\\_%'")
             return {str(k): str(v) for k, v in cur.fetchall()}
 
+    def bootstrap(self) -> None:
+        """Make this member a primary component by itself (``pc.bootstrap``): what an
+        operator does when the others are lost and it is to go on alone."""
+        with self._cursor() as cur:
+            cur.execute("SET GLOBAL wsrep_provider_options = 'pc.bootstrap=YES'")
+
     def variable(self, name: str) -> str:
         """The global value of system variable *name* on this member."""
         if not name.isidentifier():
