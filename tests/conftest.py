@@ -24,6 +24,7 @@ import pytest
 
 from easyjob.store import RetryPolicy, Store
 from tests.rig.backends import ALL_BACKENDS, backend_params
+from tests.rig.galera import GaleraCluster, GaleraMember
 from tests.rig.servers import (
     DatabaseServer,
     MariaDBServer,
@@ -148,6 +149,25 @@ def postgres_primary_and_standby() -> Iterator[tuple[PostgresServer, PostgresSta
         if standby is not None:
             standby.close()
         primary.close()
+
+
+@pytest.fixture
+def galera_cluster(request: pytest.FixtureRequest) -> Iterator[GaleraCluster]:
+    """A three-member MariaDB Galera cluster of this test's own, every member synced (a
+    test may kill a member and start it again). Indirect parametrization may pass more
+    ``[mysqld]`` options for every member (a dict)."""
+    reason = GaleraMember.missing()
+    if reason:
+        _unavailable(f"galera unavailable: {reason}")
+    cluster = GaleraCluster(3, getattr(request, "param", None))
+    try:
+        try:
+            cluster.start()
+        except ServerError as err:
+            _unavailable(f"cannot start a three-member Galera cluster: {err}")
+        yield cluster
+    finally:
+        cluster.close()
 
 
 _SERVER_FIXTURES = {

@@ -760,16 +760,11 @@ class MariaDBServer(DatabaseServer):
     def _admin_url_for(self, port: int) -> str:
         return f"mysql+pymysql://root:root@127.0.0.1:{port}/?charset=utf8mb4"
 
-    def _init_data(self) -> None:
-        binaries = _mariadb_binaries()
-        if binaries is None:
-            raise ServerError(self.missing() or "no MariaDB")
-        self._mariadbd, install_db = binaries
-        data = self._mkdir("data")
-        tmp = self._mkdir("tmp")
-        options = {
-            "datadir": data,
-            "tmpdir": tmp,
+    def _options(self) -> dict[str, object]:
+        """The ``[mysqld]`` section of this server's option file (None: a bare flag)."""
+        return {
+            "datadir": self._mkdir("data"),
+            "tmpdir": self._mkdir("tmp"),
             "socket": self._base / "mariadb.sock",
             "pid-file": self._base / "mariadb.pid",
             "log-error": self._log,
@@ -783,6 +778,13 @@ class MariaDBServer(DatabaseServer):
             "innodb_buffer_pool_size": "64M",
             "innodb_log_file_size": "32M",
         }
+
+    def _init_data(self) -> None:
+        binaries = _mariadb_binaries()
+        if binaries is None:
+            raise ServerError(self.missing() or "no MariaDB")
+        self._mariadbd, install_db = binaries
+        options = self._options()
         lines = ["[mysqld]"] + [k if v is None else f"{k}={v}" for k, v in options.items()]
         self._cnf = self._base / "my.cnf"
         self._cnf.write_text("\n".join(lines) + "\n")
@@ -795,7 +797,12 @@ class MariaDBServer(DatabaseServer):
         )
         self._log.touch()
         self._chown(self._log)
-        self._run([install_db, f"--defaults-file={self._cnf}", "--skip-test-db"])
+        if self._seeds_data():
+            self._run([install_db, f"--defaults-file={self._cnf}", "--skip-test-db"])
+
+    def _seeds_data(self) -> bool:
+        """True when this server makes its own system tables (a Galera joiner copies them)."""
+        return True
 
     def _argv(self, port: int) -> list[str]:
         cnf, init = f"--defaults-file={self._cnf}", f"--init-file={self._init_sql}"
