@@ -51,7 +51,9 @@ def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _env(tmp_path: Path, code: Path | None) -> dict[str, str]:
-    """Node environment; *code* first on the path runs that release's easyjob."""
+    """Node environment; *code* first on the path runs that release's easyjob (the
+    processes start with ``python -P``: else the working directory, this checkout, would
+    come first on the path and every "previous release" process would run this code)."""
     path = [str(code)] if code is not None else []
     return {
         **os.environ,
@@ -63,7 +65,7 @@ def _env(tmp_path: Path, code: Path | None) -> dict[str, str]:
 
 def _easyjob(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "easyjob", *argv],
+        [sys.executable, "-P", "-m", "easyjob", *argv],
         env=env,
         capture_output=True,
         text=True,
@@ -72,7 +74,7 @@ def _easyjob(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str
 
 
 def _node(node_id: str, db_url: str, env: dict[str, str], tmp_path: Path) -> NodeProcess:
-    argv = [sys.executable, "-m", "easyjob", "run", JOBS, "--db", db_url, "--node-id", node_id]
+    argv = [sys.executable, "-P", "-m", "easyjob", "run", JOBS, "--db", db_url, "--node-id", node_id]
     for key, value in FAST.items():
         argv += [f"--{key}", value]
     return NodeProcess(node_id, argv, env, tmp_path / f"{node_id}.log")
