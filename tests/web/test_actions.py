@@ -388,6 +388,10 @@ def test_a_hostile_run_id_is_refused_and_cancels_nothing(acting: Browser, seeded
     assert [e.result for e in entries if e.action == "cancel"] == ["refused"] * len(HOSTILE_RUN_IDS)
     audit = acting.get("/audit")[1]
     assert "<script" not in audit.lower() and ESCAPED in audit
+    marked = seeded.tasks.trigger(HOSTILE, kwargs=None)
+    status, body = acting.get(f"/run?id={marked}")  # a task named like markup: text
+    assert status == 200 and ESCAPED in body and "<script" not in body.lower()
+    assert f'id="cancel-{marked}"' in body
     for text in (HOSTILE, "0", "-1", "99999999999999999999", "9" * 100):
         status, body = acting.get("/run?id=" + urllib.parse.quote(text))
         assert status == 200 and "No run with id" in body and "<script" not in body.lower()
