@@ -1,8 +1,10 @@
 """The dashboard's actions over real HTTP, in this process, on each backend: off by default,
-behind a login, CSRF-checked, sessions that expire, and each recorded in the audit log."""
+behind a login, CSRF-checked, sessions that expire, and each recorded in the audit log;
+cancel also against a live node process's sleeping job."""
 
 from __future__ import annotations
 
+import contextlib
 import http.cookiejar
 import re
 import urllib.error
@@ -11,6 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +26,7 @@ from easyjob.store import Store
 from easyjob.web.app import Dashboard
 from easyjob.web.auth import Access, hash_password, verify_password
 from tests.cli.conftest import register, start_manual_run
+from tests.cluster.harness import Cluster, process_gone, wait_until
 
 TOKEN = "s3cret-token-for-tests"
 HOSTILE = '<script>alert("x")</script>'
@@ -395,3 +399,50 @@ def test_a_hostile_run_id_is_refused_and_cancels_nothing(acting: Browser, seeded
     for text in (HOSTILE, "0", "-1", "99999999999999999999", "9" * 100):
         status, body = acting.get("/run?id=" + urllib.parse.quote(text))
         assert status == 200 and "No run with id" in body and "<script" not in body.lower()
+
+
+@pytest.mark.cluster
+def test_cancel_a_sleeping_job_of_a_live_node_over_http(db_url: str, tmp_path: Path) -> None:
+    with Cluster(db_url, tmp_path, env={"EASYJOB_TEST_CANCEL": "1"}) as cluster:
+        node = cluster.start("node-0")
+        cluster.wait_live()
+        store = cluster.store
+        sleeping = store.tasks.trigger("c_sleep")
+        pending = store.tasks.trigger("c_sleep", at=store.now() + timedelta(hours=1))
+
+        def pid_line() -> list[str]:
+            return [e.event for e in cluster.ledger() if e.run_id == sleeping]
+
+        (started,) = wait_until("the sleeping job to start", pid_line, 30)
+        pid = int(started.removeprefix("pid-"))
+        access = Access(token=TOKEN, session_s=600)
+        with contextlib.closing(_serve(Dashboard(store, refresh_s=0, access=access))) as serving:
+            client = next(serving)
+            status, body = client.post("/act/cancel", run=str(sleeping), csrf="guess")
+            assert status == 403 and "log in first" in body
+            assert client.post("/login", password=TOKEN)[0] == 200
+            csrf = client.csrf(f"/run?id={sleeping}")
+            status, body = client.post("/act/cancel", run=str(sleeping), csrf=csrf)
+            assert status == 200 and f"run {sleeping} CANCELLED (was RUNNING on node node-0" in body
+            status, body = client.post("/act/cancel", run=str(pending), csrf=csrf)
+            assert status == 200 and f"run {pending} CANCELLED (was PENDING" in body
+        wait_until("the sleeping child to be killed", lambda: process_gone(pid), 15)
+        wait_until(
+            "the node to log it",
+            lambda: (
+                f"run {sleeping} of c_sleep cancelled on request: its child process killed"
+                in node.log()
+            ),
+            15,
+        )
+        assert _statuses(store, sleeping, pending) == [RunStatus.CANCELLED] * 2
+        assert pid_line() == [started]  # killed: it never wrote "finished"
+        assert [(e.action, e.result) for e in reversed(store.audit.entries())] == [
+            ("cancel", "refused"),
+            ("login", "ok"),
+            ("cancel", "ok"),
+            ("cancel", "ok"),
+        ]
+        cluster.stop_all()
+        assert node.wait(10) == 0
+        assert [e for e in cluster.ledger() if e.run_id == pending] == []
