@@ -239,7 +239,8 @@ class Dashboard:
 
     def _run(self, request: Request) -> dict[str, Any]:
         text = _one(request, "id", "").strip()
-        found = read.run(self._store, int(text)) if text.isdecimal() and len(text) <= 18 else None
+        number = text.isascii() and text.isdigit() and len(text) <= 18  # within a 64-bit id
+        found = read.run(self._store, int(text)) if number else None
         return {"page": "runs", "id": text, "run": found}
 
     def _failures(self, request: Request) -> dict[str, Any]:

@@ -396,7 +396,7 @@ def test_a_hostile_run_id_is_refused_and_cancels_nothing(acting: Browser, seeded
     status, body = acting.get(f"/run?id={marked}")  # a task named like markup: text
     assert status == 200 and ESCAPED in body and "<script" not in body.lower()
     assert f'id="cancel-{marked}"' in body
-    for text in (HOSTILE, "0", "-1", "99999999999999999999", "9" * 100):
+    for text in (HOSTILE, "0", "-1", "99999999999999999999", "9" * 100, "\u0661"):
         status, body = acting.get("/run?id=" + urllib.parse.quote(text))
         assert status == 200 and "No run with id" in body and "<script" not in body.lower()
 
