@@ -28,10 +28,9 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from easyjob.clock import Clock, SystemClock
-from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
+from easyjob.core.states import CANCELLABLE, NodeStatus, RunStatus, TaskStatus
 from easyjob.errors import EasyJobError, TaskNotFoundError
 from easyjob.observe.wsgi import Request, Response, WSGIApp, as_wsgi
-from easyjob.store.cancels import CANCELLABLE
 from easyjob.store.contract import Store
 from easyjob.views import read, seconds
 from easyjob.web.actions import ACTIONS
@@ -49,7 +48,7 @@ WINDOWS = {
     "24h": timedelta(hours=24),
 }
 RUN_LIMITS = (50, 200, 1000)
-#: Runs offered a cancel button (not started yet, or running; see easyjob.store.cancels).
+#: Runs offered a cancel button (not started yet, or running).
 CANCELLABLE_SHOWN = frozenset(s.value for s in CANCELLABLE)
 #: Runs offered a re-run button: those that ended without succeeding, and were not skipped.
 RERUNNABLE_SHOWN = frozenset(
