@@ -12,8 +12,7 @@ from easyjob.cli.output import dumps
 from easyjob.core.inputs import parse_kwargs, parse_time
 from easyjob.core.records import TaskRow
 from easyjob.core.schedule import every_text
-from easyjob.core.states import RunStatus
-from easyjob.views import live_code, schedule_text
+from easyjob.views import cancel_text, live_code, schedule_text
 
 __all__ = [
     "add_cancel_parser",
@@ -220,23 +219,13 @@ def cancel(args: argparse.Namespace) -> int:
     from easyjob.cli.commands import existing_store
 
     with existing_store(args.db) as store:
-        found = store.cancels.cancel(args.run_id)
+        found = control.cancel(store, args.run_id)
     document = {
         "run_id": found.run_id,
         "was": found.was.value,
         "node_id": found.node_id,
         "cancelled": found.cancelled,
     }
-    if not found.cancelled:
-        text = f"run {found.run_id} had ended {found.was.value}: not cancelled"
-        sys.stdout.write((dumps(document) if args.json else text) + "\n")
-        return EXIT_ENDED
-    if found.was == RunStatus.RUNNING:
-        text = (
-            f"run {found.run_id} CANCELLED (was RUNNING on node {found.node_id}: it stops the "
-            "job within a poll)"
-        )
-    else:
-        text = f"run {found.run_id} CANCELLED (was {found.was.value}: it never starts)"
+    text = cancel_text(found)
     sys.stdout.write((dumps(document) if args.json else text) + "\n")
-    return EXIT_OK
+    return EXIT_OK if found.cancelled else EXIT_ENDED

@@ -23,6 +23,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 __all__ = [
+    "CANCELLABLE",
     "HELD",
     "RUN_TRANSITIONS",
     "TERMINAL",
@@ -82,6 +83,9 @@ class Overlap(StrEnum):
 
 #: Runs that a node holds: recovered when that node dies.
 HELD = (RunStatus.CLAIMED, RunStatus.RUNNING)
+
+#: Runs a cancel ends: not started yet, or running (see easyjob.store.cancels).
+CANCELLABLE = (RunStatus.PENDING, RunStatus.CLAIMED, RunStatus.RUNNING)
 
 #: Runs that will never change again (and may be pruned).
 TERMINAL = (

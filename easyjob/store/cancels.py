@@ -14,7 +14,7 @@ from collections.abc import Collection
 
 import sqlalchemy as sa
 
-from easyjob.core.states import RunStatus
+from easyjob.core.states import CANCELLABLE, RunStatus
 from easyjob.core.store_values import Cancelled
 from easyjob.errors import RunNotFoundError
 from easyjob.store.database import Database
@@ -24,9 +24,6 @@ from easyjob.store.schema import task_detail_table
 __all__ = ["CANCELLABLE", "CancelStore", "Cancelled"]
 
 d = task_detail_table
-
-#: The statuses a cancel ends: not started yet, or running.
-CANCELLABLE = (RunStatus.PENDING, RunStatus.CLAIMED, RunStatus.RUNNING)
 
 
 class CancelStore:

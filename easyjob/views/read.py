@@ -12,7 +12,7 @@ from easyjob.store.contract import Store
 from easyjob.views.code import live_code
 from easyjob.views.rows import Row, node_rows, run_rows, task_rows
 
-__all__ = ["failures", "nodes", "runs", "tasks"]
+__all__ = ["failures", "nodes", "run", "runs", "tasks"]
 
 #: The backlog is read for just the listed tasks up to this many (bound parameters).
 _LISTED_BACKLOG = 1000
@@ -59,6 +59,12 @@ def runs(
         task=task, status=status, node=node, since=since, limit=limit, started=started
     )
     return _with_takeovers(store, found)
+
+
+def run(store: Store, run_id: int) -> Row | None:
+    """The row of run *run_id* (as in :func:`runs`), or None when there is no such run."""
+    found = store.history.runs(ids=[run_id], limit=1)
+    return _with_takeovers(store, found)[0] if found else None
 
 
 def failures(store: Store, *, limit: int) -> list[Row]:

@@ -1,4 +1,5 @@
-"""Values written for people, the same on every face: durations and schedules."""
+"""Values written for people, the same on every face: durations, schedules and what a
+cancel did."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 from easyjob.core.records import TaskRow
 from easyjob.core.schedule import every_text
+from easyjob.core.states import RunStatus
+from easyjob.core.store_values import Cancelled
 
-__all__ = ["schedule_text", "seconds", "stamp"]
+__all__ = ["cancel_text", "schedule_text", "seconds", "stamp"]
 
 
 def seconds(value: float | None) -> str:
@@ -54,3 +57,15 @@ def schedule_text(task: TaskRow, parent: str | None = None) -> str:
     if task.max_runs is not None:
         text += f", at most {task.max_runs} run{'' if task.max_runs == 1 else 's'}"
     return text
+
+
+def cancel_text(found: Cancelled) -> str:
+    """What a cancel request did to run ``found.run_id``, as ``easyjob cancel`` and the
+    dashboard say it."""
+    run, was = found.run_id, found.was.value
+    if not found.cancelled:
+        return f"run {run} had ended {was}: not cancelled"
+    if found.was == RunStatus.RUNNING:
+        node = found.node_id
+        return f"run {run} CANCELLED (was RUNNING on node {node}: it stops the job within a poll)"
+    return f"run {run} CANCELLED (was {was}: it never starts)"

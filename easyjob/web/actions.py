@@ -15,6 +15,7 @@ from easyjob import control
 from easyjob.core.inputs import parse_kwargs, parse_time
 from easyjob.errors import ConfigError, shown
 from easyjob.store.contract import Store
+from easyjob.views import cancel_text
 
 __all__ = ["ACTIONS", "Done", "Form"]
 
@@ -73,13 +74,32 @@ def resume(store: Store, form: Form) -> Done:
     return Done(task.name, f"{task.name} is {task.status.value}")
 
 
+#: Run ids are 64-bit signed integers in every backend's table.
+_MAX_RUN_ID = 2**63 - 1
+
+
+def _run_id(form: Form) -> int:
+    text = _name(form, "run")
+    digits = text.isascii() and text.isdigit() and len(text) <= 19
+    if not digits or not 0 < int(text) <= _MAX_RUN_ID:
+        raise ConfigError(f"invalid run id {shown(text)}: a whole number from 1 to {_MAX_RUN_ID}")
+    return int(text)
+
+
 def rerun(store: Store, form: Form) -> Done:
     """``run``: the id of a run to run again (a new manual run with its arguments)."""
-    text = _name(form, "run")
-    if not text.isdigit():
-        raise ConfigError(f"invalid run id {shown(text)}: a positive whole number")
-    run_id = control.rerun(store, int(text))
-    return Done(f"run {text}", f"run {text} runs again as run {run_id}")
+    old = _run_id(form)
+    run_id = control.rerun(store, old)
+    return Done(f"run {old}", f"run {old} runs again as run {run_id}")
+
+
+def cancel(store: Store, form: Form) -> Done:
+    """``run``: the id of a run to cancel (PENDING, CLAIMED or RUNNING); one that had
+    ended is refused, naming how it ended."""
+    found = control.cancel(store, _run_id(form))
+    if not found.cancelled:
+        raise ConfigError(cancel_text(found))
+    return Done(f"run {found.run_id}", cancel_text(found))
 
 
 def schedule_add(store: Store, form: Form) -> Done:
@@ -115,13 +135,13 @@ def schedule_remove(store: Store, form: Form) -> Done:
     return Done(row.name, f"removed {row.name}: it is {row.status.value}")
 
 
-#: The actions by the name in their URL (``POST /act/NAME``). The cancel action of a run
-#: (issue "Jobs that misbehave") goes here, as ``"cancel"``, once easyjob.control has it.
+#: The actions by the name in their URL (``POST /act/NAME``).
 ACTIONS: dict[str, Callable[[Store, Form], Done]] = {
     "trigger": trigger,
     "pause": pause,
     "resume": resume,
     "rerun": rerun,
+    "cancel": cancel,
     "schedule-add": schedule_add,
     "schedule-set": schedule_set,
     "schedule-remove": schedule_remove,

@@ -28,7 +28,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from easyjob.clock import Clock, SystemClock
-from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
+from easyjob.core.states import CANCELLABLE, NodeStatus, RunStatus, TaskStatus
 from easyjob.errors import EasyJobError, TaskNotFoundError
 from easyjob.observe.wsgi import Request, Response, WSGIApp, as_wsgi
 from easyjob.store.contract import Store
@@ -48,6 +48,12 @@ WINDOWS = {
     "24h": timedelta(hours=24),
 }
 RUN_LIMITS = (50, 200, 1000)
+#: Runs offered a cancel button (not started yet, or running).
+CANCELLABLE_SHOWN = frozenset(s.value for s in CANCELLABLE)
+#: Runs offered a re-run button: those that ended without succeeding, and were not skipped.
+RERUNNABLE_SHOWN = frozenset(
+    s.value for s in (RunStatus.FAILED, RunStatus.ABANDONED, RunStatus.MISSED, RunStatus.CANCELLED)
+)
 #: Planned runs shown apart on the Runs page, soonest first.
 UPCOMING = 20
 #: Longest form value kept in an audit entry's detail.
@@ -98,12 +104,14 @@ class Dashboard:
         self._env.filters.update(
             when=_when, secs=seconds, late=_lateness, first_line=_first_line, json=_json
         )
+        self._env.globals.update(cancellable=CANCELLABLE_SHOWN, rerunnable=RERUNNABLE_SHOWN)
         self._css = (files("easyjob.web") / "static" / "style.css").read_bytes()
         self._pages: dict[str, Page] = {
             "/": self._overview,
             "/tasks": self._tasks,
             "/task": self._task,
             "/runs": self._runs,
+            "/run": self._run,
             "/failures": self._failures,
             "/audit": self._audit,
             "/login": self._login_page,
@@ -226,8 +234,13 @@ class Dashboard:
             "node_ids": [n["node_id"] for n in nodes],
             "limit": limit,
             "limits": RUN_LIMITS,
-            "rerunnable": (RunStatus.FAILED.value, RunStatus.ABANDONED.value, "MISSED"),
         }
+
+    def _run(self, request: Request) -> dict[str, Any]:
+        text = _one(request, "id", "").strip()
+        number = text.isascii() and text.isdigit() and len(text) <= 18  # within a 64-bit id
+        found = read.run(self._store, int(text)) if number else None
+        return {"page": "runs", "id": text, "run": found}
 
     def _failures(self, request: Request) -> dict[str, Any]:
         return {"page": "failures", "failures": read.failures(self._store, limit=100)}
