@@ -74,7 +74,18 @@ def _easyjob(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str
 
 
 def _node(node_id: str, db_url: str, env: dict[str, str], tmp_path: Path) -> NodeProcess:
-    argv = [sys.executable, "-P", "-m", "easyjob", "run", JOBS, "--db", db_url, "--node-id", node_id]
+    argv = [
+        sys.executable,
+        "-P",
+        "-m",
+        "easyjob",
+        "run",
+        JOBS,
+        "--db",
+        db_url,
+        "--node-id",
+        node_id,
+    ]
     for key, value in FAST.items():
         argv += [f"--{key}", value]
     return NodeProcess(node_id, argv, env, tmp_path / f"{node_id}.log")
