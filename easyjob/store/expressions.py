@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -46,8 +46,10 @@ __all__ = [
     "per_id",
     "per_key",
     "status_is",
+    "unindexed",
 ]
 
+_T = TypeVar("_T")
 
 #: MySQL/MariaDB statements that lock rows by a list of ids go through the primary key. On a
 #: small table MariaDB read ``SELECT ... WHERE id IN (1, 2) FOR UPDATE`` from a covering
@@ -238,3 +240,29 @@ def _dialect(compiler: SQLCompiler) -> Dialect:
 def _bare(rendered: str) -> str:
     """An expanding parameter's rendering without the parentheses of an IN list."""
     return rendered[1:-1] if rendered.startswith("(") and rendered.endswith(")") else rendered
+
+
+class _Unindexed(sa.ColumnElement[Any]):
+    """*column* as a condition's operand that no index may serve (see :func:`unindexed`)."""
+
+    inherit_cache = True
+    _traverse_internals = [("column", InternalTraversal.dp_clauseelement)]
+
+    def __init__(self, column: sa.ColumnElement[Any]) -> None:
+        self.column = column
+        self.type = column.type
+
+
+@compiles(_Unindexed)
+def _unindexed(element: _Unindexed, compiler: SQLCompiler, **kw: Any) -> str:
+    column = compiler.process(element.column, **kw)
+    return f"+{column}" if compiler.dialect.name == "sqlite" else column
+
+
+def unindexed(column: sa.ColumnElement[_T]) -> sa.ColumnElement[_T]:
+    """*column*, which SQLite must not look up through an index in this condition: it is
+    written ``+column`` there (SQLite's documented way to disqualify an index; SQLAlchemy's
+    ``with_hint`` renders nothing on SQLite), as is on the other databases. For a condition
+    whose other terms match a better index that SQLite's planner, which keeps no statistics,
+    would pass over for one that ranges over every matching row of the whole table."""
+    return _Unindexed(column)  # type: ignore[return-value]
