@@ -265,4 +265,4 @@ def unindexed(column: sa.ColumnElement[_T]) -> sa.ColumnElement[_T]:
     ``with_hint`` renders nothing on SQLite), as is on the other databases. For a condition
     whose other terms match a better index that SQLite's planner, which keeps no statistics,
     would pass over for one that ranges over every matching row of the whole table."""
-    return _Unindexed(column)  # type: ignore[return-value]
+    return _Unindexed(column)

@@ -2,14 +2,15 @@
 on it (the read whose "behind" probe SQLite and PostgreSQL once planned as a scan of every
 pending run, issue 25).
 
-The shape is a saturated cluster: *tasks* every-second tasks, all due now, each with *ahead*
-PENDING fires written ahead; a third of them also have *behind* PENDING fires overdue (the
-backlog), and every task has *history* finished runs. Statistics are taken afterwards on
-PostgreSQL and MariaDB (as autovacuum and InnoDB's automatic statistics would).
+The shape is a saturated cluster: *tasks* every-second tasks, a fifth of them due now (the
+others in an hour), each with *ahead* PENDING fires written ahead; a third of them also have
+*behind* PENDING fires overdue (the backlog), and every task has *history* finished runs.
+Statistics are taken afterwards on PostgreSQL and MariaDB (as autovacuum and InnoDB's
+automatic statistics would).
 
 Usage: ``python -m tests.perf.backlog URL [TASKS] [AHEAD] [BEHIND] [REPEATS]`` on a database
 of its own (the tables are created; a filled one is reused). Defaults: 3,000 tasks, 25 ahead,
-25 behind (112,500 pending runs), 25 repeats. Prints the due read's median and best time.
+25 behind (100,000 pending runs), 25 repeats. Prints the due read's median and best time.
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ from easyjob.store.schema import task_table as t
 _CHUNK = 5000
 
 
-def fill(store: Store, tasks: int, ahead: int, behind: int, history: int = 2) -> datetime:
-    """Write the catalogue and the runs (see the module docstring); returns the instant the
-    fires are counted from (database time, whole seconds). Reuses a database filled before."""
+def fill(
+    store: Store, tasks: int, ahead: int, behind: int, *, history: int = 2, due_every: int = 5
+) -> datetime:
+    """Write the catalogue and the runs (see the module docstring; one task in *due_every*
+    is due); returns the instant the fires are counted from (database time, whole seconds).
+    Reuses a database filled before."""
     count = store.db.read("count", lambda c: c.scalar(sa.select(sa.func.count()).select_from(t)))
     if count:
         first = sa.select(sa.func.min(t.c.next_start_time))
@@ -51,7 +55,8 @@ def fill(store: Store, tasks: int, ahead: int, behind: int, history: int = 2) ->
             rows.append(_run(task_id, now - timedelta(hours=1, seconds=k), "SUCCESS", now))
 
     def write(conn: sa.Connection) -> None:
-        conn.execute(t.update().values(next_start_time=now))
+        conn.execute(t.update().values(next_start_time=now + timedelta(hours=1)))
+        conn.execute(t.update().where(t.c.id % due_every == 0).values(next_start_time=now))
         for start in range(0, len(rows), _CHUNK):
             conn.execute(d.insert(), rows[start : start + _CHUNK])
 
