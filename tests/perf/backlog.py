@@ -8,9 +8,10 @@ others in an hour), each with *ahead* PENDING fires written ahead; a third of th
 Statistics are taken afterwards on PostgreSQL and MariaDB (as autovacuum and InnoDB's
 automatic statistics would).
 
-Usage: ``python -m tests.perf.backlog URL [TASKS] [AHEAD] [BEHIND] [REPEATS]`` on a database
-of its own (the tables are created; a filled one is reused). Defaults: 3,000 tasks, 25 ahead,
-25 behind (100,000 pending runs), 25 repeats. Prints the due read's median and best time.
+Usage: ``python -m tests.perf.backlog URL [TASKS] [AHEAD] [BEHIND] [REPEATS] [DUE_EVERY]`` on
+a database of its own (the tables are created; a filled one is reused). Defaults: 3,000 tasks,
+25 ahead, 25 behind (100,000 pending runs), 25 repeats, one task in 5 due (1: all due, a
+saturated cluster). Prints the due read's median and best time.
 """
 
 from __future__ import annotations
@@ -105,11 +106,11 @@ def due_read(store: Store, now: datetime) -> Any:
 
 def main(argv: list[str]) -> int:
     url = argv[0]
-    given = [int(a) for a in argv[1:5]]
-    tasks, ahead, behind, repeats = given + [3000, 25, 25, 25][len(given) :]
+    given = [int(a) for a in argv[1:6]]
+    tasks, ahead, behind, repeats, due_every = given + [3000, 25, 25, 25, 5][len(given) :]
     store = Store.open(url, create=True)
     began = time.perf_counter()
-    now = fill(store, tasks, ahead, behind)
+    now = fill(store, tasks, ahead, behind, due_every=due_every)
     count = sa.select(sa.func.count()).select_from(d).where(d.c.status == "PENDING")
     pending = store.db.read("count", lambda c: c.scalar(count))
     filled = time.perf_counter() - began
