@@ -28,7 +28,6 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import Grouping
@@ -71,14 +70,14 @@ def in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.Column
     """``column IN values`` in a shape drivers cache: ``column = ANY(:array)`` on
     PostgreSQL, an IN list padded to a power of two elsewhere (see the module)."""
     listed = list(values)
-    array = sa.bindparam(None, listed, type_=ARRAY(column.type))
+    array = sa.bindparam(None, listed, type_=sa.ARRAY(column.type))
     return _Choice(column == sa.any_(array), column.in_(_expanding(padded(listed), column.type)))
 
 
 def not_in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.ColumnElement[bool]:
     """``column NOT IN values`` (*column* never NULL), shaped as :func:`in_list`."""
     listed = list(values)
-    array = sa.bindparam(None, listed, type_=ARRAY(column.type))
+    array = sa.bindparam(None, listed, type_=sa.ARRAY(column.type))
     return _Choice(column != sa.all_(array), column.not_in(_expanding(padded(listed), column.type)))
 
 
@@ -89,8 +88,8 @@ def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElemen
     elsewhere (see the module)."""
     ids, versions = list(expected), list(expected.values())
     pair = sa.tuple_(table.c.id, table.c.version)
-    id_array = sa.bindparam(None, ids, type_=ARRAY(table.c.id.type))
-    version_array = sa.bindparam(None, versions, type_=ARRAY(table.c.version.type))
+    id_array = sa.bindparam(None, ids, type_=sa.ARRAY(table.c.id.type))
+    version_array = sa.bindparam(None, versions, type_=sa.ARRAY(table.c.version.type))
     rows = sa.func.unnest(id_array, version_array).table_valued("id", "version").render_derived()
     pairs = sa.bindparam(
         None,
@@ -132,8 +131,8 @@ def per_key(
     keys, listed = list(values), list(values.values())
     if isinstance(value_type, sa.types.NullType):
         value_type = sa.literal(listed[0]).type
-    key_array = sa.bindparam(None, keys, type_=ARRAY(column.type))
-    value_array = sa.bindparam(None, listed, type_=ARRAY(value_type))
+    key_array = sa.bindparam(None, keys, type_=sa.ARRAY(column.type))
+    value_array = sa.bindparam(None, listed, type_=sa.ARRAY(value_type))
     position = sa.func.array_position(key_array, column)
     looked_up = Grouping(value_array)[position]  # "$1::text[][i]" would not parse
     pairs = padded(list(values.items()))
