@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,6 +159,16 @@ def test_hot_statements_keep_to_their_indexes_at_a_realistic_size(store: Store) 
     the database's planner itself chooses. The due read's "behind" probe goes by the task's
     runs (task_id, status), never by every pending run (status, due_time) per task: SQLite
     planned it so at 11 s a read, PostgreSQL as a "hashed SubPlan" (a sequential scan)."""
+    now, sent = _hot_path(store)
+    scans = _scans(store, sent)
+    if store.db.dialect == "postgresql":
+        scans += _saturated_probe(store, now)
+    assert not scans, "\n\n".join(scans)
+
+
+def _hot_path(store: Store) -> tuple[datetime, dict[str, list[tuple[str, Any]]]]:
+    """Fill *store* at the realistic size and run the hot path once; returns the fill's
+    instant and the statements sent, by the call that sent them."""
     now = fill(store, tasks=2000, ahead=10, behind=15)
     horizon = now + timedelta(seconds=5)
     sent: dict[str, list[tuple[str, Any]]] = {}
@@ -185,6 +196,31 @@ def test_hot_statements_keep_to_their_indexes_at_a_realistic_size(store: Store) 
     run("held_counts", lambda: store.runs.held_counts())
     assert len(running) > 8, "too few runs started to exercise finish_many"
 
+    return now, sent
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: with statistics (ANALYZE, PRAGMA optimize) SQLite scans the task table "
+    "for finish_many's child tasks (no task has a parent: the pid index looks useless) and "
+    "reads the run table in id order for held_by_dead; easyjob never takes them",
+)
+def test_sqlite_plans_after_statistics_are_taken(tmp_path: Path) -> None:
+    """SQLite is planned without statistics (easyjob runs no ANALYZE); an operator who
+    takes them changes some plans. This holds what they do, until the statements hold."""
+    store = Store.open(f"sqlite:///{tmp_path}/plans.db", create=True)
+    try:
+        _, sent = _hot_path(store)
+        store.db.write("test", lambda conn: conn.exec_driver_sql("ANALYZE"))
+        scans = _scans(store, sent)
+    finally:
+        store.close()
+    assert not scans, "\n\n".join(scans)
+
+
+def _scans(store: Store, sent: dict[str, list[tuple[str, Any]]]) -> list[str]:
+    """What reads a table whole, or ranges over every pending run for the behind probe,
+    among the statements *sent* (by the call that sent them)."""
     dialect = store.db.dialect
     scans = []
     for name, statements in sent.items():
@@ -197,9 +233,7 @@ def test_hot_statements_keep_to_their_indexes_at_a_realistic_size(store: Store) 
                 "ix_easy_job_task_detail_pending" in plan or "hashed SubPlan" in plan
             ):
                 scans.append(f"{name}: the behind probe ranges over every pending run\n{plan}")
-    if dialect == "postgresql":
-        scans += _saturated_probe(store, now)
-    assert not scans, "\n\n".join(scans)
+    return scans
 
 
 #: Costs under which PostgreSQL 15 turned the behind probe into one sequential scan of the
