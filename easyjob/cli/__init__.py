@@ -26,12 +26,12 @@ Errors are one line on stderr, ``easyjob: <message>``; output goes to stdout.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from easyjob import logs
-from easyjob.cli.commands import COMMANDS
 from easyjob.cli.options import build_parser
 from easyjob.errors import (
     ConfigError,
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK if exit_.code in (0, None) else EXIT_USAGE
     logs.setup(args.log_level, args.log_format)
     try:
-        return COMMANDS[args.command](args)
+        return _command(args.command)(args)
     except (TaskNotFoundError, RunNotFoundError) as err:
         return _fail(err, EXIT_NO_TASK)
     except NotRunnableError as err:
@@ -91,6 +91,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail("interrupted", EXIT_INTERRUPTED)
     except Exception as err:
         return _unexpected(err)
+
+
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    """The function of command *name*, its modules imported only now: ``--version`` and
+    ``--help`` import neither the store nor SQLAlchemy, and ``trigger``, ``schedule`` and
+    ``cancel`` not the other commands' modules (docs/cli.md, "Start-up cost")."""
+    from easyjob.cli import control
+
+    if name in control.COMMANDS:
+        return control.COMMANDS[name]
+    from easyjob.cli.commands import COMMANDS
+
+    return COMMANDS[name]
 
 
 def _unexpected(err: Exception) -> int:

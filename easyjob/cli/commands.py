@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from easyjob.cli import control, views
 from easyjob.cli.output import Column, dumps, duration, iso, table
+from easyjob.cli.stores import existing_store
 from easyjob.cli.waiting import WAITED_FOR, Switch, wait_for_schema, waiting_app
 from easyjob.core.states import NodeStatus, RunStatus, TaskStatus
 from easyjob.errors import ConfigError
@@ -28,16 +28,6 @@ from easyjob.views import read
 __all__ = ["COMMANDS"]
 
 EXIT_OK = 0
-
-
-@contextmanager
-def existing_store(url: str, *, read_only: bool = False) -> Iterator[Store]:
-    """The store at *url*, whose schema must exist already (it is never created here)."""
-    store = Store.open(url, read_only=read_only)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _out(text: str) -> None:
@@ -445,9 +435,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tasks": tasks,
     "nodes": nodes,
     "history": history,
-    "trigger": control.trigger,
-    "cancel": control.cancel,
-    "schedule": control.schedule,
+    **control.COMMANDS,
     "pause": _set_status(TaskStatus.PAUSED),
     "resume": _set_status(TaskStatus.ACTIVE),
     "prune": prune,

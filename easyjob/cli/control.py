@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from easyjob import control
 from easyjob.cli.output import dumps
 from easyjob.core.inputs import parse_kwargs, parse_time
 from easyjob.core.records import TaskRow
 from easyjob.core.schedule import every_text
-from easyjob.views import cancel_text, live_code, schedule_text
 
 __all__ = [
+    "COMMANDS",
     "add_cancel_parser",
     "add_schedule_parser",
     "add_trigger_parser",
@@ -138,7 +138,9 @@ def add_schedule_parser(sub: Any, command: Any, option: Any, positive_int: Any) 
 
 
 def trigger(args: argparse.Namespace) -> int:
-    from easyjob.cli.commands import existing_store
+    from easyjob import control
+    from easyjob.cli.stores import existing_store
+    from easyjob.views import live_code
 
     with existing_store(args.db) as store:
         run_id = control.trigger(store, args.name, at=args.at, kwargs=args.kwargs)
@@ -158,7 +160,8 @@ def trigger(args: argparse.Namespace) -> int:
 
 
 def schedule(args: argparse.Namespace) -> int:
-    from easyjob.cli.commands import existing_store
+    from easyjob import control
+    from easyjob.cli.stores import existing_store
 
     with existing_store(args.db) as store:
         if args.action == "add":
@@ -187,6 +190,8 @@ def schedule(args: argparse.Namespace) -> int:
 
 
 def _described(row: TaskRow) -> dict[str, Any]:
+    from easyjob.views import schedule_text
+
     every = None
     if row.every_ms is not None:
         every = every_text(timedelta(milliseconds=row.every_ms))
@@ -216,7 +221,9 @@ EXIT_ENDED = 7
 
 
 def cancel(args: argparse.Namespace) -> int:
-    from easyjob.cli.commands import existing_store
+    from easyjob import control
+    from easyjob.cli.stores import existing_store
+    from easyjob.views import cancel_text
 
     with existing_store(args.db) as store:
         found = control.cancel(store, args.run_id)
@@ -229,3 +236,11 @@ def cancel(args: argparse.Namespace) -> int:
     text = cancel_text(found)
     sys.stdout.write((dumps(document) if args.json else text) + "\n")
     return EXIT_OK if found.cancelled else EXIT_ENDED
+
+
+#: The commands defined here, by name (see :data:`easyjob.cli.commands.COMMANDS`).
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "trigger": trigger,
+    "cancel": cancel,
+    "schedule": schedule,
+}

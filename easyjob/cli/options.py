@@ -29,7 +29,15 @@ from easyjob.core.settings import (
 from easyjob.core.states import Overlap, RunStatus, TaskStatus
 from easyjob.errors import ConfigError
 from easyjob.logs import LEVELS, LOG_FORMATS
-from easyjob.observe.http import parse_address
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """:func:`easyjob.observe.http.parse_address`, imported when an address is given (the
+    HTTP server's modules are not imported for every command)."""
+    from easyjob.observe.http import parse_address as parse
+
+    return parse(text)
+
 
 __all__ = ["DEFAULT_DB", "build_parser", "parse_duration", "parse_since"]
 

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import Grouping
@@ -46,8 +45,10 @@ __all__ = [
     "per_id",
     "per_key",
     "status_is",
+    "unindexed",
 ]
 
+_T = TypeVar("_T")
 
 #: MySQL/MariaDB statements that lock rows by a list of ids go through the primary key. On a
 #: small table MariaDB read ``SELECT ... WHERE id IN (1, 2) FOR UPDATE`` from a covering
@@ -69,14 +70,14 @@ def in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.Column
     """``column IN values`` in a shape drivers cache: ``column = ANY(:array)`` on
     PostgreSQL, an IN list padded to a power of two elsewhere (see the module)."""
     listed = list(values)
-    array = sa.bindparam(None, listed, type_=ARRAY(column.type))
+    array = sa.bindparam(None, listed, type_=sa.ARRAY(column.type))
     return _Choice(column == sa.any_(array), column.in_(_expanding(padded(listed), column.type)))
 
 
 def not_in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.ColumnElement[bool]:
     """``column NOT IN values`` (*column* never NULL), shaped as :func:`in_list`."""
     listed = list(values)
-    array = sa.bindparam(None, listed, type_=ARRAY(column.type))
+    array = sa.bindparam(None, listed, type_=sa.ARRAY(column.type))
     return _Choice(column != sa.all_(array), column.not_in(_expanding(padded(listed), column.type)))
 
 
@@ -87,8 +88,8 @@ def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElemen
     elsewhere (see the module)."""
     ids, versions = list(expected), list(expected.values())
     pair = sa.tuple_(table.c.id, table.c.version)
-    id_array = sa.bindparam(None, ids, type_=ARRAY(table.c.id.type))
-    version_array = sa.bindparam(None, versions, type_=ARRAY(table.c.version.type))
+    id_array = sa.bindparam(None, ids, type_=sa.ARRAY(table.c.id.type))
+    version_array = sa.bindparam(None, versions, type_=sa.ARRAY(table.c.version.type))
     rows = sa.func.unnest(id_array, version_array).table_valued("id", "version").render_derived()
     pairs = sa.bindparam(
         None,
@@ -130,8 +131,8 @@ def per_key(
     keys, listed = list(values), list(values.values())
     if isinstance(value_type, sa.types.NullType):
         value_type = sa.literal(listed[0]).type
-    key_array = sa.bindparam(None, keys, type_=ARRAY(column.type))
-    value_array = sa.bindparam(None, listed, type_=ARRAY(value_type))
+    key_array = sa.bindparam(None, keys, type_=sa.ARRAY(column.type))
+    value_array = sa.bindparam(None, listed, type_=sa.ARRAY(value_type))
     position = sa.func.array_position(key_array, column)
     looked_up = Grouping(value_array)[position]  # "$1::text[][i]" would not parse
     pairs = padded(list(values.items()))
@@ -238,3 +239,29 @@ def _dialect(compiler: SQLCompiler) -> Dialect:
 def _bare(rendered: str) -> str:
     """An expanding parameter's rendering without the parentheses of an IN list."""
     return rendered[1:-1] if rendered.startswith("(") and rendered.endswith(")") else rendered
+
+
+class _Unindexed(sa.ColumnElement[Any]):
+    """*column* as a condition's operand that no index may serve (see :func:`unindexed`)."""
+
+    inherit_cache = True
+    _traverse_internals = [("column", InternalTraversal.dp_clauseelement)]
+
+    def __init__(self, column: sa.ColumnElement[Any]) -> None:
+        self.column = column
+        self.type = column.type
+
+
+@compiles(_Unindexed)
+def _unindexed(element: _Unindexed, compiler: SQLCompiler, **kw: Any) -> str:
+    column = compiler.process(element.column, **kw)
+    return f"+{column}" if compiler.dialect.name == "sqlite" else column
+
+
+def unindexed(column: sa.ColumnElement[_T]) -> sa.ColumnElement[_T]:
+    """*column*, which SQLite must not look up through an index in this condition: it is
+    written ``+column`` there (SQLite's documented way to disqualify an index; SQLAlchemy's
+    ``with_hint`` renders nothing on SQLite), as is on the other databases. For a condition
+    whose other terms match a better index that SQLite's planner, which keeps no statistics,
+    would pass over for one that ranges over every matching row of the whole table."""
+    return _Unindexed(column)

@@ -20,7 +20,7 @@ from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
 from easyjob.store.ahead import forget_ahead
 from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
-from easyjob.store.expressions import not_in_list
+from easyjob.store.expressions import not_in_list, unindexed
 from easyjob.store.retry import first_line, is_transient
 from easyjob.store.runs import skip_unstarted
 from easyjob.store.schema import UTCDateTime, node_table, task_detail_table, task_table
@@ -294,9 +294,8 @@ class TaskStore:
             if exclude:
                 query = query.where(not_in_list(t.c.id, exclude))
             if behind_before is not None:
-                query = query.where(
-                    sa.or_(t.c.misfire == str(Misfire.CATCH_UP), ~_behind(behind_before))
-                )
+                behind = _behind(behind_before, self._db.dialect == "postgresql")
+                query = query.where(sa.or_(t.c.misfire == str(Misfire.CATCH_UP), ~behind))
             if share is not None:
                 rank, size = share
                 mine = t.c.id % size == rank
@@ -457,22 +456,29 @@ class TaskStore:
         return self._db.write("trigger_task", write)
 
 
-def _behind(before: datetime) -> sa.Exists:
+def _behind(before: datetime, fenced: bool) -> sa.Exists:
     """Whether the task row has a cron fire due before *before* that has not started: a
-    probe of the index on (task_id, status) per task row (named for MariaDB, which would
-    rather range over every due run; its ``exists_to_in`` is off for the same reason, see
-    :func:`easyjob.store.engine.create_engine`)."""
+    probe of the index on (task_id, status) per task row. Both other databases would rather
+    range over every due run of every task, per task: MariaDB is told the index (and its
+    ``exists_to_in`` is off for the same reason, see
+    :func:`easyjob.store.engine.create_engine`); SQLite is kept off the index on
+    (status, due_time) by :func:`~easyjob.store.expressions.unindexed` (with 100,000
+    pending runs that plan took 10 s a read, this one 2 ms: docs/performance.md). PostgreSQL
+    may plan it as a "hashed SubPlan": one sequential scan of the run table per read, chosen
+    when it expects many task rows or dear index reads (150 ms at 150,000 pending runs);
+    *fenced* adds ``OFFSET 0``, which keeps it from turning the probe into that (a subquery
+    with an OFFSET is not simplified into a hashed or joined form)."""
     probe = (
         sa.select(d.c.id)
         .where(
             d.c.task_id == t.c.id,
             d.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)]),
-            d.c.due_time < before,
+            unindexed(d.c.due_time) < before,
             d.c.triggered_by == str(Trigger.CRON),
         )
         .with_hint(d, "FORCE INDEX (ix_easy_job_task_detail_task_status)", "mysql")
     )
-    return probe.exists()
+    return (probe.offset(0) if fenced else probe).exists()
 
 
 def _trigger_kwargs(name: str, kwargs: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -7,12 +7,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from easyjob.core.admission import Catalog, declares
 from easyjob.core.records import NodeRow, TaskRow
 from easyjob.core.states import NodeStatus
 from easyjob.errors import NotRunnableError, shown
-from easyjob.store.contract import Store
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is not imported for --version
+    from easyjob.store.contract import Store
 
 __all__ = ["GONE_AFTER_S", "LiveCode", "live_code", "require_runnable", "require_task_runnable"]
 

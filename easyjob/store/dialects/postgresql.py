@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL
 
 from easyjob.store.dialects.base import Dialect, EngineOptions
@@ -134,6 +133,8 @@ class PostgreSQLDialect(Dialect):
             return True
 
     def offline(self) -> sa.engine.Dialect:
+        from sqlalchemy.dialects import postgresql  # only the URL's database's
+
         return postgresql.dialect()  # type: ignore[no-untyped-call]
 
     def is_transient(self, orig: BaseException) -> bool:
@@ -155,6 +156,8 @@ class PostgreSQLDialect(Dialect):
         return f"EXTRACT(EPOCH FROM {value})"
 
     def insert_ignore(self, table: sa.Table, conflict: list[str] | None = None) -> sa.Insert:
+        from sqlalchemy.dialects import postgresql  # only the URL's database's
+
         return postgresql.insert(table).on_conflict_do_nothing(index_elements=conflict)
 
     @contextmanager

@@ -9,7 +9,6 @@ from datetime import UTC
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL
 
 from easyjob.clock import Clock
@@ -139,6 +138,8 @@ class SQLiteDialect(Dialect):
         return WriteGate.for_url(url, timeout_s)
 
     def offline(self) -> sa.engine.Dialect:
+        from sqlalchemy.dialects import sqlite  # only the URL's database's
+
         return sqlite.dialect()
 
     def is_transient(self, orig: BaseException) -> bool:
@@ -160,6 +161,8 @@ class SQLiteDialect(Dialect):
         return f"CAST({value} AS INTEGER)"
 
     def insert_ignore(self, table: sa.Table, conflict: list[str] | None = None) -> sa.Insert:
+        from sqlalchemy.dialects import sqlite  # only the URL's database's
+
         return sqlite.insert(table).on_conflict_do_nothing(index_elements=conflict)
 
     def lock_rows(self, conn: sa.Connection, table: sa.Table, ids: Collection[int]) -> None:
