@@ -191,7 +191,7 @@ def test_bad_status_is_exit_2(cli: Cli) -> None:
     assert result.code == 2
     assert _usage_error(result.err) == (
         "easyjob history: error: argument --status: must be one of PENDING, CLAIMED, "
-        "RUNNING, SUCCESS, FAILED, MISSED, SKIPPED, ABANDONED, got 'done'"
+        "RUNNING, SUCCESS, FAILED, MISSED, SKIPPED, ABANDONED, CANCELLED, got 'done'"
     )
 
 

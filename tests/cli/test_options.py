@@ -32,6 +32,7 @@ def test_every_option_names_its_environment_variable() -> None:
             "nodes",
             "history",
             "trigger",
+            "cancel",
             "schedule",
             "pause",
             "resume",
