@@ -53,7 +53,8 @@ def _as_version_3(store: Store, counts: dict[str, int]) -> None:
         conn.exec_driver_sql(rename)
         for table in ("easy_job_catalog", "easy_job_audit"):  # what version 5 added
             conn.exec_driver_sql(f"DROP TABLE {table}")
-        conn.exec_driver_sql("ALTER TABLE easy_job_node DROP COLUMN catalog")
+        for column in ("catalog", "health"):
+            conn.exec_driver_sql(f"ALTER TABLE easy_job_node DROP COLUMN {column}")
         for name, count in counts.items():
             conn.execute(
                 sa.text("UPDATE easy_job_task SET success_count = :n WHERE name = :name"),
