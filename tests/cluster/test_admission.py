@@ -44,6 +44,15 @@ def _cluster(db_url: str, tmp_path: Path) -> Cluster:
     return Cluster(db_url, tmp_path, jobs=JOBS)
 
 
+def _sqlite_and_postgresql(db_url: str) -> None:
+    """The long tests (a strategy each, outages of 20 s) run on SQLite and PostgreSQL, as the
+    issue asks, to keep `make test` well inside CI's time: MariaDB takes the same admission
+    path (the rule is pure; its claims and starts are tested in tests/store and the shorter
+    tests below run on it too)."""
+    if db_url.startswith(("mysql", "mariadb")):
+        pytest.skip("long admission test: SQLite and PostgreSQL only (see _sqlite_and_postgresql)")
+
+
 def _start(cluster: Cluster, node_id: str, tasks: tuple[str, ...], **options: str) -> NodeProcess:
     env = {"EASYJOB_ADMISSION_TASKS": ",".join(tasks)}
     return cluster.start_with(node_id, options, env=env)
@@ -94,6 +103,7 @@ def test_a_task_declared_by_one_node_of_three_runs_every_fire_once_and_on_time(
     """Strategies rank only the nodes that declare a task: one node of three declares
     ``every_second`` (the other two declare ``other_second``); over 15 s every fire of it runs
     exactly once, none MISSED, with start lateness p99 under 300 ms."""
+    _sqlite_and_postgresql(db_url)
     with _cluster(db_url, tmp_path) as cluster:
         _start(cluster, "node-0", ("every_second",), strategy=strategy)
         for node in ("node-1", "node-2"):
@@ -186,6 +196,7 @@ def _restart_whole_cluster(db_url: str, tmp_path: Path, down_s: float) -> None:
 def test_fire_once_after_the_whole_cluster_was_down_20_s(db_url: str, tmp_path: Path) -> None:
     """Both nodes get SIGTERM (a deployment), two new ones start 20 s later: no fire written
     before the outage starts, and the task runs once, its latest due fire, right away."""
+    _sqlite_and_postgresql(db_url)
     _restart_whole_cluster(db_url, tmp_path, 20)
 
 
@@ -198,6 +209,7 @@ def test_fire_once_after_the_whole_cluster_was_down_75_s(db_url: str, tmp_path: 
 def test_fire_once_after_one_node_of_two_was_stopped_20_s(db_url: str, tmp_path: Path) -> None:
     """SIGSTOP (a frozen VM, a long GC pause) then SIGCONT: the stopped node comes back with
     the runs it had claimed ahead; the other node took over meanwhile."""
+    _sqlite_and_postgresql(db_url)
     with _cluster(db_url, tmp_path) as cluster:
         for node in ("node-0", "node-1"):
             _start(cluster, node, ("every_second",))
@@ -243,6 +255,7 @@ def test_fire_once_after_the_database_was_unwritable_20_s(
 ) -> None:
     """The nodes stay up while no write succeeds for 20 s (a full disk, a read-only
     failover): once writable, the task runs once, its latest due fire, and no stale one."""
+    _sqlite_and_postgresql(db_url)
     with _cluster(db_url, tmp_path) as cluster:
         for node in ("node-0", "node-1"):
             _start(cluster, node, ("every_second",))
