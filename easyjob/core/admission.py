@@ -166,7 +166,7 @@ def misfire(run: RunFacts, now: datetime) -> Decision | None:
     None when it may (see the module docstring)."""
     if run.misfire == Misfire.CATCH_UP or run.triggered_by == Trigger.MANUAL:
         return None
-    if run.triggered_by != Trigger.PARENT and _superseded(run, now):
+    if run.fire_time < now and (successor := _successor(run)) is not None and successor <= now:
         return Decision(Verdict.MISS, superseded_reason(run.misfire))
     late = now - run.due_time
     if late <= run.grace or run.misfire == Misfire.FIRE_ONCE:
@@ -178,17 +178,17 @@ def misfire(run: RunFacts, now: datetime) -> Decision | None:
     )
 
 
-def _superseded(run: RunFacts, now: datetime) -> bool:
-    """Whether *run* is a fire of its task's schedule whose next fire is due by *now*."""
-    if run.schedule is None or run.fire_time >= now:  # its successor comes later still
-        return False
-    successor = run.schedule.next_after(run.fire_time)
-    if successor is None or successor > now:
-        return False
-    if run.triggered_by == Trigger.CRON:
-        return True
-    # a retry or recovery: of a scheduled fire only (a trigger's time is not on the schedule)
-    return run.schedule.fires_between(run.fire_time, run.fire_time, limit=1) == [run.fire_time]
+def _successor(run: RunFacts) -> datetime | None:
+    """The fire that supersedes *run*: the next fire of its schedule, when *run* is a fire of
+    that schedule (a cron or interval fire, or a retry or recovery of one; a trigger's time
+    is not on the schedule, and a child is never superseded); else None."""
+    if run.schedule is None or run.triggered_by in (Trigger.PARENT, Trigger.MANUAL):
+        return None
+    if run.triggered_by != Trigger.CRON and run.schedule.fires_between(
+        run.fire_time, run.fire_time, limit=1
+    ) != [run.fire_time]:
+        return None
+    return run.schedule.next_after(run.fire_time)
 
 
 def start_deadline(run: RunFacts) -> datetime | None:
@@ -199,14 +199,8 @@ def start_deadline(run: RunFacts) -> datetime | None:
     run superseded meanwhile)."""
     if run.misfire == Misfire.CATCH_UP or run.triggered_by == Trigger.MANUAL:
         return None
-    ends: list[datetime] = []
-    if run.triggered_by != Trigger.PARENT and run.schedule is not None:
-        successor = run.schedule.next_after(run.fire_time)
-        if successor is not None and (
-            run.triggered_by == Trigger.CRON
-            or run.schedule.fires_between(run.fire_time, run.fire_time, limit=1) == [run.fire_time]
-        ):
-            ends.append(successor)
+    successor = _successor(run)
+    ends = [] if successor is None else [successor]
     if run.misfire == Misfire.SKIP:
         ends.append(run.due_time + run.grace)
     return min(ends) if ends else None
