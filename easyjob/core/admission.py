@@ -231,7 +231,8 @@ def exclusive(overlap: Overlap) -> bool:
 
 def on_busy(overlap: Overlap) -> Decision:
     """What follows for a run whose task has another run RUNNING (see the module
-    docstring): ``skip`` is SKIPPED, ``serial`` waits; never asked for ``allow``."""
+    docstring): ``skip`` is SKIPPED, ``serial`` waits (and so does an ``allow`` run held
+    back for another reason, such as its start deadline: it is asked again shortly)."""
     if overlap == Overlap.SKIP:
         return Decision(Verdict.SKIP, "skipped: the previous run is still running")
     return Decision(Verdict.WAIT, "waits for the previous run to end")

@@ -381,10 +381,9 @@ class Dispatcher:
                 self._run(result, now)
             elif result is BLOCKED:  # its task is busy, or its start deadline came
                 late = misfire(facts_of(run), now)
-                busy = on_busy(run.overlap)
                 if late is not None:
                     missed_late.append((run, late.reason or "missed"))
-                elif exclusive(run.overlap) and busy.verdict == Verdict.SKIP:
+                elif (busy := on_busy(run.overlap)).verdict == Verdict.SKIP:
                     skipped.append((run, busy.reason or "skipped"))
                 else:
                     with self._lock:

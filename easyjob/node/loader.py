@@ -294,7 +294,7 @@ def _direct(chosen: list[Candidate], mine: list[Candidate], soon: datetime) -> l
 
 
 def _skipped_if_busy(candidate: Candidate) -> bool:
-    return exclusive(candidate.overlap) and on_busy(candidate.overlap).verdict == Verdict.SKIP
+    return on_busy(candidate.overlap).verdict == Verdict.SKIP
 
 
 def _first_per_exclusive_task(candidates: list[Candidate]) -> list[Candidate]:
