@@ -310,8 +310,34 @@ class Advance:
     broadcast: bool = False
 
 
+@dataclass(frozen=True, kw_only=True)
+class _TaskSchedule:
+    """The schedule columns of a run's task (see :attr:`TaskRow.schedule`), carried with the
+    run for the admission rule; keyword-only, after the run's own fields."""
+
+    cron_expr: str | None = None
+    tz: str = "UTC"
+    every_ms: int | None = None
+    anchor_time: datetime | None = None
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+
+    @property
+    def schedule_key(self) -> tuple[Any, ...]:
+        """(cron_expr, tz, every_ms, anchor_time, starts_at, ends_at): the key of
+        :func:`easyjob.core.admission.schedule_of`."""
+        return (
+            self.cron_expr,
+            self.tz,
+            self.every_ms,
+            self.anchor_time,
+            self.starts_at,
+            self.ends_at,
+        )
+
+
 @dataclass(frozen=True)
-class Candidate:
+class Candidate(_TaskSchedule):
     """A PENDING run as polled: what a claim needs, what strategies look at, and what the
     loader checks first (is the task this node's code, is the run past its misfire grace)."""
 
@@ -329,17 +355,6 @@ class Candidate:
     shard: int = 0
     target_node: str | None = None
     triggered_by: Trigger = Trigger.CRON
-    # the task's schedule (see TaskRow.schedule), for the admission rule
-    cron_expr: str | None = None
-    tz: str = "UTC"
-    every_ms: int | None = None
-    anchor_time: datetime | None = None
-    starts_at: datetime | None = None
-    ends_at: datetime | None = None
-
-    @property
-    def schedule_key(self) -> tuple[Any, ...]:
-        return _schedule_key(self)
 
     @property
     def grace(self) -> timedelta:
@@ -348,7 +363,7 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(_TaskSchedule):
     """A run held by a node: everything a worker needs, and the version as fencing token."""
 
     id: int
@@ -376,17 +391,6 @@ class Run:
     shard: int = 0
     shards: int = 1
     target_node: str | None = None
-    # the task's schedule (see TaskRow.schedule), for the admission rule
-    cron_expr: str | None = None
-    tz: str = "UTC"
-    every_ms: int | None = None
-    anchor_time: datetime | None = None
-    starts_at: datetime | None = None
-    ends_at: datetime | None = None
-
-    @property
-    def schedule_key(self) -> tuple[Any, ...]:
-        return _schedule_key(self)
 
     @property
     def grace(self) -> timedelta:
@@ -490,9 +494,3 @@ class HistoryRow:
     target_node: str | None = None
     #: the arguments a trigger passed (None for other runs)
     kwargs: dict[str, Any] | None = None
-
-
-def _schedule_key(row: Candidate | Run) -> tuple[Any, ...]:
-    """A run's task schedule as its columns: (cron_expr, tz, every_ms, anchor_time,
-    starts_at, ends_at), the key of :func:`easyjob.core.admission.schedule_of`."""
-    return (row.cron_expr, row.tz, row.every_ms, row.anchor_time, row.starts_at, row.ends_at)
