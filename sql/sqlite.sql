@@ -1,4 +1,4 @@
--- easyjob schema version 5 for sqlite.
+-- easyjob schema version 6 for sqlite.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
@@ -133,7 +133,7 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '5');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '6');
 INSERT INTO easy_job_meta (name, value) VALUES ('compatible_from', '4');
 
 -- Alembic's record of the same version, for `easyjob upgrade-db` later.
@@ -141,4 +141,4 @@ CREATE TABLE easy_job_alembic_version (
 	version_num VARCHAR(32) NOT NULL,
 	CONSTRAINT easy_job_alembic_version_pkc PRIMARY KEY (version_num)
 );
-INSERT INTO easy_job_alembic_version (version_num) VALUES ('schema_5');
+INSERT INTO easy_job_alembic_version (version_num) VALUES ('schema_6');

@@ -35,7 +35,7 @@ __all__ = [
 
 #: Bumped whenever a table, column or index changes, with a migration that makes it
 #: (:mod:`easyjob.store.migrations`); checked by every node at start.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: The oldest code version that may run on tables of this version (:mod:`easyjob.store.compat`):
 #: SCHEMA_VERSION after a change that older code cannot live with, else unchanged.
 COMPATIBLE_FROM_VERSION = 4

@@ -27,10 +27,8 @@ from tests.cluster.test_cluster import expected_fires
 
 pytestmark = pytest.mark.cluster
 
-#: The last commit of schema version 4 with migrations and the compatible_from rule (the
-#: branch that brought them, merged into main with schema 5). Release 4 as deployed before it
-#: (58a1ac0) refused every version but its own: from it, version 5 is a short stop.
-PREVIOUS_RELEASE = "9f187d4"
+#: The last commit of schema version 5 (landed in stop 28), before version 6's additions.
+PREVIOUS_RELEASE = "4810919"
 ROOT = Path(__file__).resolve().parents[2]
 TICKS = 5
 NEXT = SCHEMA_VERSION + 1

@@ -45,6 +45,7 @@ def test_the_wheel_holds_what_runs_and_the_license(wheel: tuple[Path, str]) -> N
         "easyjob/store/migrations/versions/schema_1.py",
         "easyjob/store/migrations/versions/schema_4.py",
         "easyjob/store/migrations/versions/schema_5.py",
+        "easyjob/store/migrations/versions/schema_6.py",
         "easyjob/web/templates/overview.html",
         "easyjob/web/static/style.css",
         "easyjob/py.typed",
