@@ -61,7 +61,14 @@ def add_cancel_parser(sub: Any, command: Any, positive_int: Any) -> None:
     parser = command(
         sub, "cancel", "cancel a run: a running one is stopped, a waiting one never starts"
     )
-    parser.add_argument("run_id", metavar="RUN_ID", type=positive_int, help="the run's id")
+
+    def run_id(text: str) -> int:
+        try:
+            return int(positive_int(text))
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    parser.add_argument("run_id", metavar="RUN_ID", type=run_id, help="the run's id")
 
 
 def add_schedule_parser(sub: Any, command: Any, option: Any, positive_int: Any) -> None:

@@ -66,16 +66,27 @@ def format_duration(value: float) -> str:
     return "".join(parts) or "0s"
 
 
+#: The largest whole number a setting or an id may be: a signed 64-bit BIGINT, what every
+#: database stores ids and counts in.
+MAX_INT = 2**63 - 1
+
+
 def positive_int(text: str) -> int:
     if not re.fullmatch(r"\s*\+?\d+\s*", text) or int(text) < 1:
         raise ValueError(f"must be a positive integer, got {text!r}")
-    return int(text)
+    return _bounded(int(text), text)
 
 
 def non_negative_int(text: str) -> int:
     if not re.fullmatch(r"\s*\+?\d+\s*", text):
         raise ValueError(f"must be a whole number (0 or more), got {text!r}")
-    return int(text)
+    return _bounded(int(text), text)
+
+
+def _bounded(value: int, text: str) -> int:
+    if value > MAX_INT:
+        raise ValueError(f"must be at most {MAX_INT} (a 64-bit integer), got {text.strip()!r}")
+    return value
 
 
 def integer(text: str) -> int:

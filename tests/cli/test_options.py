@@ -120,3 +120,19 @@ def test_tables_align_columns_and_json_keeps_precision() -> None:
         "at": "2030-01-02T03:04:05.123456Z",
         "gone": None,
     }
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["cancel", "99999999999999999999"], "RUN_ID: must be at most 9223372036854775807"),
+        (["cancel", "0"], "RUN_ID: must be a positive integer, got '0'"),
+        (["cancel", "one"], "RUN_ID: must be a positive integer, got 'one'"),
+        (["history", "--limit", "1" + "0" * 19], "--limit: must be at most 9223372036854775807"),
+    ],
+)
+def test_whole_numbers_past_a_64_bit_integer_are_refused_by_name(
+    cli: Cli, argv: list[str], message: str, tmp_path: object
+) -> None:
+    result = cli(*argv, "--db", f"sqlite:///{tmp_path}/none.db")
+    assert result.code == 2 and message in result.err, result.err
