@@ -118,6 +118,26 @@ class Dialect:
         transient driver error *orig*; None for any other."""
         return None
 
+    # -- a caller's own connection (``trigger(connection=)``) --------------------------------
+
+    def identity_sql(self, dialect: sa.engine.Dialect) -> str:
+        """SQL for one text that names the database a connection reaches: the same through
+        every connection to it (a pooler in front, another member of a cluster, a standby
+        since promoted) and different for another database. A connection an application
+        gives easyjob is checked against the store's with it. *dialect* is SQLAlchemy's
+        dialect of the connection (MySQL and MariaDB differ)."""
+        raise NotImplementedError
+
+    def identity(self, value: Any) -> str:
+        """The identity :meth:`identity_sql` read, made comparable (default: as text)."""
+        return str(value)
+
+    def autocommits(self, dbapi_connection: Any) -> bool:
+        """Whether the driver connection commits each statement by itself, so that no
+        transaction of the application's would hold what easyjob writes on it. Default: the
+        DB-API's ``autocommit`` attribute (psycopg)."""
+        return bool(getattr(dbapi_connection, "autocommit", False))
+
     # -- SQL ----------------------------------------------------------------------------------
 
     def now_sql(self) -> str:

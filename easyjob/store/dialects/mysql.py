@@ -106,6 +106,20 @@ class MySQLDialect(Dialect):
         code = orig.args[0] if orig.args and isinstance(orig.args[0], int) else None
         return _KINDS.get(code) if code is not None else None
 
+    def identity_sql(self, dialect: sa.engine.Dialect) -> str:
+        # the schema on this server; a Galera cluster's members are one database
+        if getattr(dialect, "is_mariadb", False):
+            server = (
+                "IF(@@wsrep_on, CONCAT('galera ', @@wsrep_cluster_name), "
+                "CONCAT(@@hostname, ':', @@port))"
+            )
+        else:
+            server = "@@server_uuid"
+        return f"CONCAT(DATABASE(), '@', {server})"
+
+    def autocommits(self, dbapi_connection: Any) -> bool:
+        return bool(dbapi_connection.get_autocommit())  # PyMySQL: the server's own flag
+
     def now_sql(self) -> str:
         return "UTC_TIMESTAMP(6)"
 

@@ -149,6 +149,13 @@ class PostgreSQLDialect(Dialect):
             return "connection" if self.is_transient(orig) else None
         return _KINDS.get(state) or _CLASS_KINDS.get(state[:2])
 
+    def identity_sql(self, dialect: sa.engine.Dialect) -> str:
+        # the cluster's system identifier: kept by a standby (made from its primary) and by
+        # a promotion, the same through PgBouncer; the database's name, not an alias
+        return (
+            "(SELECT system_identifier::text || '/' || current_database() FROM pg_control_system())"
+        )
+
     def now_sql(self) -> str:
         return "timezone('UTC', clock_timestamp())"
 

@@ -149,6 +149,20 @@ class SQLiteDialect(Dialect):
         text = str(orig).lower()
         return next((kind for marker, kind in _TRANSIENT.items() if marker in text), None)
 
+    def identity_sql(self, dialect: sa.engine.Dialect) -> str:
+        return "(SELECT file FROM pragma_database_list WHERE name = 'main')"
+
+    def identity(self, value: Any) -> str:
+        return os.path.realpath(value) if value else ""  # the file, whatever path led to it
+
+    def autocommits(self, dbapi_connection: Any) -> bool:
+        # sqlite3 begins a transaction before a write unless its isolation_level is None
+        # (SQLAlchemy's AUTOCOMMIT; easyjob's engines then send BEGIN themselves)
+        if getattr(dbapi_connection, "autocommit", None) is True:  # Python 3.12's own mode
+            return True
+        driver = dbapi_connection
+        return bool(driver.isolation_level is None and not driver.in_transaction)
+
     def now_sql(self) -> str:
         return "easyjob_now()"  # see prepare()
 
