@@ -44,11 +44,10 @@ class CallerConnections:
                 f"{what}: the connection is to a {connection.dialect.name} database, the "
                 f"store's is {self._db.server} ({self._db.url})"
             )
-        if backend.autocommits(connection.connection.dbapi_connection):
+        why = backend.unusable(connection.connection.dbapi_connection)
+        if why is not None:
             raise ConfigError(
-                f"{what}: the connection commits each statement by itself (autocommit): "
-                "give a connection inside a transaction, so that the run commits or rolls "
-                "back with your work"
+                f"{what}: the connection cannot hold the run in your transaction: {why}"
             )
         identity: sa.ColumnClause[Any] = sa.literal_column(backend.identity_sql(connection.dialect))
         if backend.local_clock:

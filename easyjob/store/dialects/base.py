@@ -14,7 +14,10 @@ from easyjob.clock import Clock, SystemClock
 from easyjob.store.expressions import PRIMARY_KEY_HINT, in_list
 from easyjob.store.gate import WriteGate
 
-__all__ = ["Dialect", "EngineOptions"]
+__all__ = ["AUTOCOMMITS", "Dialect", "EngineOptions"]
+
+#: Why a connection lent to easyjob cannot hold its writes: see :meth:`Dialect.unusable`.
+AUTOCOMMITS = "it commits each statement by itself (autocommit)"
 
 
 @dataclass(frozen=True)
@@ -132,11 +135,13 @@ class Dialect:
         """The identity :meth:`identity_sql` read, made comparable (default: as text)."""
         return str(value)
 
-    def autocommits(self, dbapi_connection: Any) -> bool:
-        """Whether the driver connection commits each statement by itself, so that no
-        transaction of the application's would hold what easyjob writes on it. Default: the
-        DB-API's ``autocommit`` attribute (psycopg)."""
-        return bool(getattr(dbapi_connection, "autocommit", False))
+    def unusable(self, dbapi_connection: Any) -> str | None:
+        """Why the driver connection cannot hold easyjob's writes inside its caller's
+        transaction, or None when it can: it commits each statement by itself, or its
+        transaction already failed. Default: the DB-API's ``autocommit`` attribute."""
+        if getattr(dbapi_connection, "autocommit", False):
+            return AUTOCOMMITS
+        return None
 
     # -- SQL ----------------------------------------------------------------------------------
 

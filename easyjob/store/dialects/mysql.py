@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from easyjob.errors import DatabaseUnavailableError
-from easyjob.store.dialects.base import Dialect, EngineOptions
+from easyjob.store.dialects.base import AUTOCOMMITS, Dialect, EngineOptions
 from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions, in_list
 
 __all__ = ["MySQLDialect"]
@@ -117,8 +117,9 @@ class MySQLDialect(Dialect):
             server = "@@server_uuid"
         return f"CONCAT(DATABASE(), '@', {server})"
 
-    def autocommits(self, dbapi_connection: Any) -> bool:
-        return bool(dbapi_connection.get_autocommit())  # PyMySQL: the server's own flag
+    def unusable(self, dbapi_connection: Any) -> str | None:
+        # PyMySQL: the server's own autocommit flag, from its last reply
+        return AUTOCOMMITS if dbapi_connection.get_autocommit() else None
 
     def now_sql(self) -> str:
         return "UTC_TIMESTAMP(6)"

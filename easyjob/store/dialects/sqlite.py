@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
 from easyjob.clock import Clock
-from easyjob.store.dialects.base import Dialect, EngineOptions
+from easyjob.store.dialects.base import AUTOCOMMITS, Dialect, EngineOptions
 from easyjob.store.gate import WriteGate
 
 __all__ = ["SQLiteDialect"]
@@ -155,13 +155,15 @@ class SQLiteDialect(Dialect):
     def identity(self, value: Any) -> str:
         return os.path.realpath(value) if value else ""  # the file, whatever path led to it
 
-    def autocommits(self, dbapi_connection: Any) -> bool:
+    def unusable(self, dbapi_connection: Any) -> str | None:
         # sqlite3 begins a transaction before a write unless its isolation_level is None
         # (SQLAlchemy's AUTOCOMMIT; easyjob's engines then send BEGIN themselves)
-        if getattr(dbapi_connection, "autocommit", None) is True:  # Python 3.12's own mode
-            return True
         driver = dbapi_connection
-        return bool(driver.isolation_level is None and not driver.in_transaction)
+        if getattr(driver, "autocommit", None) is True:  # Python 3.12's own mode
+            return AUTOCOMMITS
+        if driver.isolation_level is None and not driver.in_transaction:
+            return AUTOCOMMITS
+        return None
 
     def now_sql(self) -> str:
         return "easyjob_now()"  # see prepare()
