@@ -85,7 +85,7 @@ def _connection(conn: object, what: str) -> sa.Connection:
         return conn
     if isinstance(conn, sa.Engine):
         hint = "an Engine is no transaction: pass the conn of `with engine.begin() as conn:`"
-    elif callable(getattr(conn, "connection", None)) and hasattr(conn, "get_bind"):
+    elif callable(getattr(conn, "get_bind", None)):  # an ORM Session, or scoped_session
         hint = "for an ORM Session (Flask-SQLAlchemy's db.session too) pass session.connection()"
     else:
         hint = "open your transaction with SQLAlchemy (`with engine.begin() as conn:`)"
