@@ -72,11 +72,15 @@ def ordered(engine: sa.Engine) -> list[int]:
 
 
 def test_the_run_and_the_callers_rows_commit_together(store: Store, app: sa.Engine) -> None:
+    sent: list[str] = []
     with app.begin() as conn:
         conn.execute(orders.insert().values(id=1))
         before = conn.scalar(sa.select(sa.func.count()).select_from(orders))
+        sa.event.listen(app, "before_cursor_execute", lambda *a: sent.append(a[2]))
         run_id = control.trigger(store, "m", kwargs={"order": 1}, connection=conn)
         assert before == 1
+        # on the caller's connection: the database's identity and time, the task, the insert
+        assert len(sent) == 3 and sent[-1].startswith("INSERT INTO easy_job_task_detail")
         assert runs(store) == []  # nodes (other connections) see nothing yet
     assert runs(store) == [(run_id, 1)]
     assert ordered(app) == [1]
@@ -279,14 +283,19 @@ def test_galera_members_are_one_database(galera_cluster: GaleraCluster) -> None:
     store = Store.open(first, create=True, retry=FAST_RETRY)
     store.tasks.upsert([TaskSpec(name="m", func=FUNC, accepts=("order",))])
     app = app_engine(second)
+
+    def task_there() -> bool:  # the second member applies the first's commit a moment later
+        with app.connect() as conn:
+            return bool(conn.scalar(sa.text("SELECT count(*) FROM easy_job_task")))
+
     try:
+        wait_until("the task on the second member", task_there, 10)
         with app.begin() as conn:
             run_id = control.trigger(store, "m", kwargs={"order": 1}, connection=conn)
         with app.connect() as conn:
             conn.begin()
             control.trigger(store, "m", kwargs={"order": 2}, connection=conn)
             conn.rollback()
-        # the first member applies the second's commit a moment later (no causal reads)
         wait_until("the committed run on the first member", lambda: runs(store), 10)
         assert runs(store) == [(run_id, 1)]
     finally:
