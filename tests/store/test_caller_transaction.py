@@ -204,6 +204,10 @@ def test_unusable_connections_are_refused_saying_why(store: Store, app: sa.Engin
     conn = app.connect()
     conn.close()
     assert refused(conn) == "trigger of 'm': the connection is closed"
+    with app.connect() as conn:
+        conn.begin()
+        conn.invalidate()  # as SQLAlchemy does when the database connection is lost
+        assert "the connection was invalidated (its database connection was lost)" in refused(conn)
     with app.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(sa.select(1))
         assert "commits each statement by itself (autocommit)" in refused(conn)
