@@ -19,9 +19,7 @@ from easyjob.core.records import TaskSpec
 from easyjob.core.states import RunStatus, Trigger
 from easyjob.errors import ConfigError, TaskDefinitionError, TaskNotFoundError
 from easyjob.store import Store
-from tests.cluster.harness import wait_until
 from tests.conftest import FAST_RETRY
-from tests.rig.galera import GaleraCluster
 from tests.rig.servers import DatabaseServer
 
 FUNC = "tests.jobs:noop"
@@ -279,29 +277,3 @@ def test_the_same_sqlite_file_by_another_path_is_the_same_database(
         assert runs(store) == [(run_id, None)]
     finally:
         engine.dispose()
-
-
-def test_galera_members_are_one_database(galera_cluster: GaleraCluster) -> None:
-    """The store on one member, the application's transaction on another."""
-    first, second, _ = galera_cluster.create_database("shop")
-    store = Store.open(first, create=True, retry=FAST_RETRY)
-    store.tasks.upsert([TaskSpec(name="m", func=FUNC, accepts=("order",))])
-    app = app_engine(second)
-
-    def task_there() -> bool:  # the second member applies the first's commit a moment later
-        with app.connect() as conn:
-            return bool(conn.scalar(sa.text("SELECT count(*) FROM easy_job_task")))
-
-    try:
-        wait_until("the task on the second member", task_there, 10)
-        with app.begin() as conn:
-            run_id = control.trigger(store, "m", kwargs={"order": 1}, connection=conn)
-        with app.connect() as conn:
-            conn.begin()
-            control.trigger(store, "m", kwargs={"order": 2}, connection=conn)
-            conn.rollback()
-        wait_until("the committed run on the first member", lambda: runs(store), 10)
-        assert runs(store) == [(run_id, 1)]
-    finally:
-        app.dispose()
-        store.close()
