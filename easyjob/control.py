@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from easyjob.core.records import TaskRow
 from easyjob.core.states import TaskStatus
 from easyjob.errors import ConfigError
 from easyjob.store.contract import Cancelled, Store
 from easyjob.views.code import require_runnable, require_task_runnable
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 __all__ = [
     "add_schedule",
@@ -36,11 +39,20 @@ def trigger(
     *,
     at: datetime | None = None,
     kwargs: Mapping[str, Any] | None = None,
+    connection: sa.Connection | None = None,
 ) -> int:
     """Run task *name* once, at *at* (an aware datetime; default now, database time), with
     the trigger arguments *kwargs* (only those the task accepts). Returns the run's id.
-    See :meth:`easyjob.store.contract.TaskStore.trigger`."""
-    return store.tasks.trigger(name, at=at, kwargs=kwargs)
+
+    With *connection*, a SQLAlchemy Connection inside your own transaction on the store's
+    database (``with engine.begin() as conn:``; from an ORM Session,
+    ``session.connection()``), the run is written in that transaction: it exists, and runs,
+    if and only if you commit. easyjob neither retries nor commits there; database errors
+    reach you as they are, and a connection that cannot be used so (closed, not in a
+    transaction, autocommit, another database) is refused with ConfigError before anything
+    is written. See :meth:`easyjob.store.contract.TaskStore.trigger` and
+    ``docs/embedding.md``."""
+    return store.tasks.trigger(name, at=at, kwargs=kwargs, connection=connection)
 
 
 def cancel(store: Store, run_id: int) -> Cancelled:

@@ -37,6 +37,8 @@ Transactions and retries
     fenced. Within one node one thread makes each transition, so no other call of the node
     can have left a row so. ``claim_next`` cannot tell: runs it won in a lost reply stay
     claimed by the node, and its recovery sweep takes them back as orphans.
+    The one exception: ``TaskStore.trigger(connection=)`` writes in the caller's own
+    transaction, which the caller commits or rolls back; nothing is retried there.
 
 Errors
     A missing task is :class:`~easyjob.errors.TaskNotFoundError`; bad input is
@@ -48,7 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from easyjob.core.admission import Catalog
 from easyjob.core.records import (
@@ -79,6 +81,9 @@ from easyjob.core.store_values import (
     Summary,
     is_pattern,
 )
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 __all__ = [
     "BLOCKED",
@@ -166,10 +171,22 @@ class TaskStore(Protocol):
         ...
 
     def trigger(
-        self, name: str, *, at: datetime | None = None, kwargs: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        *,
+        at: datetime | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        connection: sa.Connection | None = None,
     ) -> int:
         """Create a manual fire of task *name* due *at* (default now) with trigger arguments
-        *kwargs* (JSON, only names the task accepts); returns the (first) run id."""
+        *kwargs* (JSON, only names the task accepts); returns the (first) run id.
+
+        With *connection*, a SQLAlchemy Connection inside the caller's transaction on this
+        store's database, the run is written in that transaction (now read through it): it
+        exists, and nodes see it, if and only if the caller commits. Not retried; database
+        errors reach the caller as they are; ConfigError says why a connection cannot be
+        used (not a Connection, closed, not in a usable transaction, autocommit, another
+        database), before anything is written."""
         ...
 
 

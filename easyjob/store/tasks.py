@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -18,6 +17,7 @@ from easyjob.core.schedule import build_schedule
 from easyjob.core.states import Misfire, NodeStatus, RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
 from easyjob.store.ahead import forget_ahead
+from easyjob.store.caller import CallerConnections
 from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.expressions import not_in_list, unindexed
@@ -25,6 +25,7 @@ from easyjob.store.retry import first_line, is_transient
 from easyjob.store.runs import skip_unstarted
 from easyjob.store.schema import UTCDateTime, node_table, task_detail_table, task_table
 from easyjob.store.successes import counted_tasks
+from easyjob.store.triggers import TriggerRequest, TriggerTarget
 
 __all__ = ["TaskStore"]
 
@@ -45,6 +46,7 @@ class TaskStore:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._callers = CallerConnections(db)
 
     def upsert(self, specs: Sequence[TaskSpec]) -> list[TaskRow]:
         """Insert or update the tasks *specs* declare, by name; returns their rows.
@@ -407,6 +409,7 @@ class TaskStore:
         *,
         at: datetime | None = None,
         kwargs: Mapping[str, Any] | None = None,
+        connection: sa.Connection | None = None,
     ) -> int:
         """Create a manual fire of task *name*, due *at* (default: now, database time), with
         the trigger arguments *kwargs*; any node whose code declares the task may take it.
@@ -416,44 +419,42 @@ class TaskStore:
         *kwargs* must be JSON and name only arguments the task accepts (``accepts=`` of
         ``@scheduled``, stored in ``easy_job_task.accepts``), else TaskDefinitionError
         naming them; so must *at* not be earlier than now less the task's misfire grace
-        (the run would be missed at once). TaskNotFoundError for an unknown task."""
-        given = _trigger_kwargs(name, kwargs)
-        if at is not None and (not isinstance(at, datetime) or at.utcoffset() is None):
-            raise TaskDefinitionError(
-                f"trigger of {name!r}: at must be an aware datetime, got {at!r}"
-            )
+        (the run would be missed at once). TaskNotFoundError for an unknown task.
+
+        With *connection* (a SQLAlchemy Connection inside the caller's transaction, on this
+        store's database) the run is written in that transaction: it exists if and only if
+        the caller commits, and nodes see it from the commit on. Nothing is retried or
+        committed then, and database errors reach the caller as they are; a connection
+        that cannot be used so is refused with ConfigError saying why (see
+        :mod:`easyjob.store.caller`). "Now" is read through it."""
+        request = TriggerRequest.of(name, at, kwargs)
+        if connection is not None:
+            conn, now = self._callers.check(connection, f"trigger of {name!r}")
+            return self._trigger(conn, request, now)
 
         def write(conn: sa.Connection) -> int:
-            query = sa.select(
-                t.c.id, t.c.accepts, t.c.misfire_grace_ms, t.c.shards, t.c.broadcast
-            ).where(t.c.name == name)
-            row = conn.execute(query).first()
-            if row is None:
-                raise TaskNotFoundError(f"no task named {shown(name)}")
-            refused = sorted(set(given or ()) - set(row.accepts or ()))
-            if refused:
-                accepted = ", ".join(map(repr, row.accepts or ())) or "none"
-                raise TaskDefinitionError(
-                    f"task {name!r} does not accept trigger argument(s) "
-                    f"{', '.join(map(repr, refused))} (it accepts: {accepted})"
-                )
-            now = conn.scalar(sa.select(db_now()))
-            due = now if at is None else at
-            if due < now - timedelta(milliseconds=row.misfire_grace_ms):
-                raise TaskDefinitionError(
-                    f"trigger of {name!r} at {due.isoformat()}: in the past (database time "
-                    f"{now.isoformat()}), beyond the task's misfire grace"
-                )
-            targets = _broadcast_targets(conn, [row.id]).get(row.id) if row.broadcast else None
-            first = None
-            for values in _fire_rows(row.id, PlannedFire(due), row.shards, targets, now):
-                values.update(triggered_by=str(Trigger.MANUAL), kwargs=given)
-                result = conn.execute(d.insert().values(values))
-                first = first or int(result.inserted_primary_key[0])  # type: ignore[index]
-            assert first is not None
-            return first
+            return self._trigger(conn, request, conn.scalar(sa.select(db_now())))
 
         return self._db.write("trigger_task", write)
+
+    @staticmethod
+    def _trigger(conn: sa.Connection, request: TriggerRequest, now: datetime) -> int:
+        """Insert the run(s) of *request* with *conn*, in its transaction."""
+        query = sa.select(
+            t.c.id, t.c.accepts, t.c.misfire_grace_ms, t.c.shards, t.c.broadcast
+        ).where(t.c.name == request.name)
+        row = conn.execute(query).first()
+        target = TriggerTarget(*row) if row is not None else None
+        due = request.due(target, now)
+        assert target is not None  # due() refused a missing task
+        targets = _broadcast_targets(conn, [target.id]).get(target.id) if target.broadcast else None
+        first = None
+        for values in _fire_rows(target.id, PlannedFire(due), target.shards, targets, now):
+            values.update(triggered_by=str(Trigger.MANUAL), kwargs=request.kwargs)
+            result = conn.execute(d.insert().values(values))
+            first = first or int(result.inserted_primary_key[0])  # type: ignore[index]
+        assert first is not None
+        return first
 
 
 def _behind(before: datetime, fenced: bool) -> sa.Exists:
@@ -479,20 +480,6 @@ def _behind(before: datetime, fenced: bool) -> sa.Exists:
         .with_hint(d, "FORCE INDEX (ix_easy_job_task_detail_task_status)", "mysql")
     )
     return (probe.offset(0) if fenced else probe).exists()
-
-
-def _trigger_kwargs(name: str, kwargs: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """*kwargs* as stored (JSON), None when there are none; TaskDefinitionError if not JSON."""
-    if not kwargs:
-        return None
-    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
-        raise TaskDefinitionError(
-            f"trigger of {name!r}: kwargs must be a JSON object, got {kwargs!r}"
-        )
-    try:
-        return dict(json.loads(json.dumps(dict(kwargs), allow_nan=False)))
-    except (TypeError, ValueError) as err:
-        raise TaskDefinitionError(f"trigger of {name!r}: kwargs must be JSON: {err}") from err
 
 
 def _broadcast_targets(conn: sa.Connection, task_ids: Sequence[int]) -> dict[int, list[str]]:

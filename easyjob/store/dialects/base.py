@@ -14,7 +14,10 @@ from easyjob.clock import Clock, SystemClock
 from easyjob.store.expressions import PRIMARY_KEY_HINT, in_list
 from easyjob.store.gate import WriteGate
 
-__all__ = ["Dialect", "EngineOptions"]
+__all__ = ["AUTOCOMMITS", "Dialect", "EngineOptions"]
+
+#: Why a connection lent to easyjob cannot hold its writes: see :meth:`Dialect.unusable`.
+AUTOCOMMITS = "it commits each statement by itself (autocommit)"
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,28 @@ class Dialect:
     def error_kind(self, orig: BaseException) -> str | None:
         """``connection``, ``deadlock``, ``lock``, ``read_only`` or ``resources`` for a
         transient driver error *orig*; None for any other."""
+        return None
+
+    # -- a caller's own connection (``trigger(connection=)``) --------------------------------
+
+    def identity_sql(self, dialect: sa.engine.Dialect) -> str:
+        """SQL for one text that names the database a connection reaches: the same through
+        every connection to it (a pooler in front, another member of a cluster, a standby
+        since promoted) and different for another database. A connection an application
+        gives easyjob is checked against the store's with it. *dialect* is SQLAlchemy's
+        dialect of the connection (MySQL and MariaDB differ)."""
+        raise NotImplementedError
+
+    def identity(self, value: Any) -> str:
+        """The identity :meth:`identity_sql` read, made comparable (default: as text)."""
+        return str(value)
+
+    def unusable(self, dbapi_connection: Any) -> str | None:
+        """Why the driver connection cannot hold easyjob's writes inside its caller's
+        transaction, or None when it can: it commits each statement by itself, or its
+        transaction already failed. Default: the DB-API's ``autocommit`` attribute."""
+        if getattr(dbapi_connection, "autocommit", False):
+            return AUTOCOMMITS
         return None
 
     # -- SQL ----------------------------------------------------------------------------------

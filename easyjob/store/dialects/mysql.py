@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from easyjob.errors import DatabaseUnavailableError
-from easyjob.store.dialects.base import Dialect, EngineOptions
+from easyjob.store.dialects.base import AUTOCOMMITS, Dialect, EngineOptions
 from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions, in_list
 
 __all__ = ["MySQLDialect"]
@@ -105,6 +105,21 @@ class MySQLDialect(Dialect):
     def error_kind(self, orig: BaseException) -> str | None:
         code = orig.args[0] if orig.args and isinstance(orig.args[0], int) else None
         return _KINDS.get(code) if code is not None else None
+
+    def identity_sql(self, dialect: sa.engine.Dialect) -> str:
+        # the schema on this server; a Galera cluster's members are one database
+        if getattr(dialect, "is_mariadb", False):
+            server = (
+                "IF(@@wsrep_on, CONCAT('galera ', @@wsrep_cluster_name), "
+                "CONCAT(@@hostname, ':', @@port))"
+            )
+        else:
+            server = "@@server_uuid"
+        return f"CONCAT(DATABASE(), '@', {server})"
+
+    def unusable(self, dbapi_connection: Any) -> str | None:
+        # PyMySQL: the server's own autocommit flag, from its last reply
+        return AUTOCOMMITS if dbapi_connection.get_autocommit() else None
 
     def now_sql(self) -> str:
         return "UTC_TIMESTAMP(6)"

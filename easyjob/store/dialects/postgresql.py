@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
-from easyjob.store.dialects.base import Dialect, EngineOptions
+from easyjob.store.dialects.base import AUTOCOMMITS, Dialect, EngineOptions
 
 __all__ = ["PREPARE_THRESHOLD", "PostgreSQLDialect", "begin_sql", "prepare_threshold"]
 
@@ -24,6 +24,9 @@ _SCHEMA_LOCK_KEY = 0x65617379_6A6F62  # "easyjob"
 #: The URL query parameter (psycopg's connection argument) for server-side prepares.
 PREPARE_THRESHOLD = "prepare_threshold"
 _NO_PREPARE = ("none", "null", "off", "")
+#: libpq's PQTRANS_INERROR: a transaction in which a statement failed (psycopg's
+#: ``conn.info.transaction_status``)
+_IN_ERROR = 3
 #: A host name or IPv4 address with its port (an IPv6 address has more than one colon).
 _HOST_PORT = re.compile(r"[^:]+:\d+")
 
@@ -148,6 +151,20 @@ class PostgreSQLDialect(Dialect):
         if not state:
             return "connection" if self.is_transient(orig) else None
         return _KINDS.get(state) or _CLASS_KINDS.get(state[:2])
+
+    def identity_sql(self, dialect: sa.engine.Dialect) -> str:
+        # the cluster's system identifier: kept by a standby (made from its primary) and by
+        # a promotion, the same through PgBouncer; the database's name, not an alias
+        return (
+            "(SELECT system_identifier::text || '/' || current_database() FROM pg_control_system())"
+        )
+
+    def unusable(self, dbapi_connection: Any) -> str | None:
+        if dbapi_connection.autocommit:
+            return AUTOCOMMITS
+        if dbapi_connection.info.transaction_status == _IN_ERROR:
+            return "its transaction failed (a statement in it raised an error): roll it back"
+        return None
 
     def now_sql(self) -> str:
         return "timezone('UTC', clock_timestamp())"

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
 from easyjob.clock import Clock
-from easyjob.store.dialects.base import Dialect, EngineOptions
+from easyjob.store.dialects.base import AUTOCOMMITS, Dialect, EngineOptions
 from easyjob.store.gate import WriteGate
 
 __all__ = ["SQLiteDialect"]
@@ -148,6 +148,22 @@ class SQLiteDialect(Dialect):
     def error_kind(self, orig: BaseException) -> str | None:
         text = str(orig).lower()
         return next((kind for marker, kind in _TRANSIENT.items() if marker in text), None)
+
+    def identity_sql(self, dialect: sa.engine.Dialect) -> str:
+        return "(SELECT file FROM pragma_database_list WHERE name = 'main')"
+
+    def identity(self, value: Any) -> str:
+        return os.path.realpath(value) if value else ""  # the file, whatever path led to it
+
+    def unusable(self, dbapi_connection: Any) -> str | None:
+        # sqlite3 begins a transaction before a write unless its isolation_level is None
+        # (SQLAlchemy's AUTOCOMMIT; easyjob's engines then send BEGIN themselves)
+        driver = dbapi_connection
+        if getattr(driver, "autocommit", None) is True:  # Python 3.12's own mode
+            return AUTOCOMMITS
+        if driver.isolation_level is None and not driver.in_transaction:
+            return AUTOCOMMITS
+        return None
 
     def now_sql(self) -> str:
         return "easyjob_now()"  # see prepare()
