@@ -109,7 +109,7 @@ def _children(parent_ids: Collection[int]) -> sa.CompoundSelect[Any]:
         .join(t, t.c.id == p.c.task_id)
         .where(
             in_list(parent.c.id, parent_ids),
-            p.c.position > 0,
+            t.c.pid != p.c.parent_id,
             status_is(t.c.status, str(TaskStatus.ACTIVE)),
         )
     )
