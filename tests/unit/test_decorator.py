@@ -11,7 +11,6 @@ from easyjob import CronError, Registry, TaskContext, TaskDefinitionError, sched
 from easyjob.core.states import Misfire, Overlap
 from easyjob.errors import UnknownTimeZoneError
 
-
 T = datetime(2030, 1, 1, tzinfo=UTC)
 
 
