@@ -16,6 +16,7 @@ from easyjob.core.records import Advance, PlannedFire, Run, TaskSpec
 from easyjob.core.states import RunStatus, Trigger
 from easyjob.store import Store
 from easyjob.store.schema import task_parent_table
+from easyjob.views.read import tasks
 from tests.conftest import FAST_RETRY
 
 DAY = timedelta(days=1)
@@ -248,3 +249,16 @@ def test_a_pruned_parent_success_is_not_counted(store: Store) -> None:
     assert store.history.prune(timedelta(0)) >= 1
     assert store.runs.finish(_running(store, "node-2", b))
     assert store.history.runs(task="c") == []
+
+
+def test_easyjob_tasks_shows_every_parent_of_a_join(store: Store) -> None:
+    _tasks(store)
+    store.tasks.upsert([TaskSpec(name="d", func="tests.jobs:noop", parent="a")])
+    _, rows = tasks(store, store.views.tasks())
+    by_name = {row["name"]: row for row in rows}
+    assert (by_name["c"]["parent"], by_name["c"]["parents"], by_name["c"]["schedule"]) == (
+        "a",
+        ["a", "b"],
+        "after a and b",
+    )
+    assert (by_name["d"]["parents"], by_name["d"]["schedule"]) == (["a"], "after a")
