@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,7 +16,7 @@ from easyjob.core.records import Run
 from easyjob.core.states import RunStatus, TaskStatus, Trigger
 from easyjob.store.database import Database, status_is
 from easyjob.store.engine import db_now
-from easyjob.store.expressions import in_list
+from easyjob.store.expressions import in_list, in_named, named_list
 from easyjob.store.parents import parents_of
 from easyjob.store.schema import task_detail_table, task_parent_table, task_table
 
@@ -70,7 +71,7 @@ def children_of(
     -> a) is refused here, at run time: a child that is also an ancestor of its parent's
     task gets a SKIPPED row naming the cycle instead of a run, so a cycle costs one row per
     success instead of a chain of runs that grows until a restart."""
-    rows = conn.execute(_children(parent_ids)).all()
+    rows = conn.execute(_children(), named_list("runs", parent_ids)).all()
     if not rows:
         return
     pairs = [(run_id, task_id, child) for run_id, task_id, child, _, joined in rows if not joined]
@@ -91,24 +92,26 @@ def children_of(
         _insert_children(conn, refused, RunStatus.SKIPPED, why)
 
 
-def _children(parent_ids: Collection[int]) -> sa.CompoundSelect[Any]:
+@cache
+def _children() -> sa.CompoundSelect[Any]:
     """(parent run id, its task id, child task id, fire time, whether the child joins
-    several parents) for each ACTIVE child task of the runs *parent_ids*: the children by
-    ``pid`` (their first parent) and the children of several parents by their others."""
+    several parents) for each ACTIVE child task of the runs :func:`named_list` ``runs``: the
+    children by ``pid`` (their first parent) and the children of several parents by their
+    others. Built once: every finish asks it."""
     parent = d.alias("parent")
     joined = sa.exists().where(p.c.task_id == t.c.id)
     by_pid = (
         sa.select(parent.c.id, parent.c.task_id, t.c.id, parent.c.fire_time, joined)
         .join_from(parent, t, t.c.pid == parent.c.task_id)
         # from the parent runs' ids, not from the index on the tasks' status (see status_is)
-        .where(in_list(parent.c.id, parent_ids), status_is(t.c.status, str(TaskStatus.ACTIVE)))
+        .where(in_named(parent.c.id, "runs"), status_is(t.c.status, str(TaskStatus.ACTIVE)))
     )
     by_others = (
         sa.select(parent.c.id, parent.c.task_id, t.c.id, parent.c.fire_time, sa.true())
         .join_from(parent, p, p.c.parent_id == parent.c.task_id)
         .join(t, t.c.id == p.c.task_id)
         .where(
-            in_list(parent.c.id, parent_ids),
+            in_named(parent.c.id, "runs"),
             t.c.pid != p.c.parent_id,
             status_is(t.c.status, str(TaskStatus.ACTIVE)),
         )
