@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from easyjob.core.records import Advance, PlannedFire, Run, TaskSpec
 from easyjob.core.states import RunStatus, Trigger
 from easyjob.store import Store
+from easyjob.store.schema import task_detail_table as d
 from easyjob.store.schema import task_parent_table
 from easyjob.views.read import tasks
 from tests.conftest import FAST_RETRY
@@ -150,6 +151,22 @@ def test_a_parent_given_up_by_recovery_skips_the_child(store: Store) -> None:
     assert (skipped.status, skipped.error_msg) == (RunStatus.SKIPPED, f"parent run {a} failed")
 
 
+def test_a_parent_recovered_from_a_dead_node_joins_when_its_new_attempt_succeeds(
+    store: Store,
+) -> None:
+    _tasks(store)
+    fire, _ = _fires(store)
+    (a,), (b,) = _fire(store, "a", fire), _fire(store, "b", fire)
+    assert store.runs.finish(_running(store, "node-2", b))
+    _running(store, "dead-node", a)
+    (held,) = store.runs.held_by("dead-node", 10)
+    (attempt,) = store.runs.recover([held], "node-3", max_recoveries=1)
+    assert store.history.runs(task="c") == []  # the abandoned attempt is no outcome
+    assert store.runs.finish(_running(store, "node-3", attempt))
+    (child,) = store.history.runs(task="c")
+    assert (child.status, child.pid, child.fire_time) == (RunStatus.PENDING, attempt, fire)
+
+
 def test_a_sharded_parent_joins_once_every_shard_succeeded(store: Store) -> None:
     _tasks(store, shards=2)
     fire, _ = _fires(store)
@@ -237,6 +254,33 @@ def test_two_parents_ending_at_once_on_two_nodes_write_one_row(
     rows = store.history.runs(task="c")
     expected = RunStatus.PENDING if ends == "succeed" else RunStatus.SKIPPED
     assert [(r.status, r.fire_time) for r in rows] == [(expected, fire)]
+
+
+def test_a_child_run_an_older_node_made_after_the_first_parent_is_not_doubled(
+    store: Store,
+) -> None:
+    """A node of version 5 reads only pid (the first parent): its success of a makes c's
+    run at once, as for a child of one parent (written here as it writes it). The join of
+    b's later success sees that run and adds none."""
+    ids = _tasks(store)
+    fire, _ = _fires(store)
+    (a,), (b,) = _fire(store, "a", fire), _fire(store, "b", fire)
+    assert store.runs.finish(_running(store, "old-node", a))
+    now = store.now()
+    row = {
+        "task_id": ids["c"],
+        "pid": a,
+        "fire_time": fire,
+        "due_time": now,
+        "status": "PENDING",
+        "triggered_by": "parent",
+        "attempt": 1,
+        "create_time": now,
+    }
+    store.db.write("old node", lambda conn: conn.execute(d.insert().values(row)))
+    assert store.runs.finish(_running(store, "node-2", b))
+    (child,) = store.history.runs(task="c")
+    assert child.pid == a
 
 
 def test_a_pruned_parent_success_is_not_counted(store: Store) -> None:
