@@ -12,7 +12,7 @@ from easyjob.core.records import TaskSpec
 from easyjob.core.states import Misfire, Overlap
 from easyjob.errors import ConfigError, TaskDefinitionError
 from easyjob.events import EventKind, Hook
-from easyjob.registry import Registry, default_registry, func_path
+from easyjob.registry import ParentRef, Registry, default_registry, func_path
 
 __all__ = ["runnable", "scheduled"]
 
@@ -29,7 +29,7 @@ def scheduled(cron: F, /) -> F: ...
 def scheduled(
     cron: str | None = None,
     *,
-    parent: str | Callable[..., Any] | None = None,
+    parent: ParentRef | Sequence[ParentRef] | None = None,
     name: str | None = None,
     tz: str = "UTC",
     cron_dialect: str | None = None,
@@ -60,7 +60,7 @@ def scheduled(
 def scheduled(
     cron: str | F | None = None,
     *,
-    parent: str | Callable[..., Any] | None = None,
+    parent: ParentRef | Sequence[ParentRef] | None = None,
     name: str | None = None,
     tz: str = "UTC",
     cron_dialect: str | None = None,
@@ -88,6 +88,11 @@ def scheduled(
 ) -> Callable[[F], F] | F:
     """Mark a function as a task that runs on *cron*, every *every*, after each success of
     *parent*, or, with none of them, only when triggered (``easyjob trigger``).
+
+    *parent* is one task (a name or a function) or a list of them: a child of several
+    parents runs once for each fire time for which every parent succeeded (a join on the
+    fire time, which a chain passes down from its root), after the last of them; their
+    roots must share one schedule (see ``docs/policies.md``, Parents).
 
     *every* is an interval (a timedelta, seconds, or text like ``"45s"``, ``"1h30m"``),
     anchored at registration (first fire one interval later) or at *start*. *start* and
@@ -125,7 +130,8 @@ def scheduled(
         if "<locals>" in path:
             raise TaskDefinitionError(f"{where}: a task must be a module-level function")
         try:
-            if cron is not None and parent is not None:
+            refs = _parent_refs(parent)
+            if cron is not None and refs:
                 # Spring's @Scheduled needs a cron, so code ported from easy-job gives children
                 # one: it is checked, then ignored; the parent's successes drive the child.
                 CronSchedule.parse(cron, tz, cron_dialect)
@@ -133,12 +139,10 @@ def scheduled(
             spec = TaskSpec(
                 name=name if name is not None else f"{fn.__module__}.{fn.__qualname__}",
                 func=path,
-                cron=cron if parent is None else None,
+                cron=None if refs else cron,
                 tz=tz,
-                cron_dialect=cron_dialect if parent is None else None,
-                parent=parent
-                if isinstance(parent, str)
-                else (func_path(parent) if parent is not None else None),
+                cron_dialect=None if refs else cron_dialect,
+                parents=tuple(ref if isinstance(ref, str) else func_path(ref) for ref in refs),
                 misfire=misfire,  # type: ignore[arg-type]
                 misfire_grace=_seconds(misfire_grace, "misfire_grace"),
                 overlap=overlap,  # type: ignore[arg-type]
@@ -162,7 +166,7 @@ def scheduled(
                 on_recovered=on_recovered,
             )
             (registry if registry is not None else default_registry).add(
-                fn, spec, parent, hooks, executor
+                fn, spec, refs, hooks, executor
             )
         except ConfigError as err:
             raise type(err)(f"{where}: {err}") from err
@@ -192,6 +196,22 @@ def runnable(
         return fn
 
     return decorate(fn) if fn is not None else decorate
+
+
+def _parent_refs(parent: ParentRef | Sequence[ParentRef] | None) -> list[ParentRef]:
+    """*parent* as a list of references (empty: no parent)."""
+    if parent is None:
+        return []
+    if isinstance(parent, str) or callable(parent):
+        return [parent]
+    if not isinstance(parent, (list, tuple)) or not parent:
+        raise TaskDefinitionError(
+            f"parent must be a task name, a function, or a non-empty list of them, got {parent!r}"
+        )
+    for ref in parent:
+        if not isinstance(ref, str) and not callable(ref):
+            raise TaskDefinitionError(f"parent {ref!r} in {list(parent)!r} is not a task name")
+    return list(parent)
 
 
 def _hooks(**given: Hook | None) -> dict[EventKind, Hook]:

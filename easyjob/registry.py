@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from easyjob.core.config import EXECUTORS
+from easyjob.core.joins import check_joins
 from easyjob.core.records import TaskSpec
 from easyjob.errors import TaskDefinitionError
 from easyjob.events import EventKind, Hook
 
-__all__ = ["Registered", "Registry", "default_registry", "func_path"]
+__all__ = ["ParentRef", "Registered", "Registry", "default_registry", "func_path"]
+
+#: A parent task: its name (or a function name in the same module), or its function.
+ParentRef = str | Callable[..., Any]
 
 
 def func_path(fn: Callable[..., Any]) -> str:
@@ -47,7 +51,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._tasks: dict[str, Registered] = {}
-        self._parents: dict[str, str | Callable[..., Any]] = {}
+        self._parents: dict[str, list[ParentRef]] = {}
         self._runnable: dict[str, Registered] = {}
         self._readers: set[str] = set()
         self._guard = threading.Lock()
@@ -67,11 +71,12 @@ class Registry:
         self,
         fn: Callable[..., Any],
         spec: TaskSpec,
-        parent: str | Callable[..., Any] | None = None,
+        parent: ParentRef | Sequence[ParentRef] | None = None,
         hooks: Mapping[EventKind, Hook] | None = None,
         executor: str | None = None,
     ) -> None:
-        """Register *fn* as the task *spec*; *executor* (``thread``, ``process`` or None:
+        """Register *fn* as the task *spec*, after *parent* (one reference or a list of
+        them, resolved by :meth:`resolved`); *executor* (``thread``, ``process`` or None:
         the node's) says where its runs are called."""
         if executor is not None and executor not in EXECUTORS:
             raise TaskDefinitionError(
@@ -92,7 +97,7 @@ class Registry:
         self,
         fn: Callable[..., Any],
         spec: TaskSpec,
-        parent: str | Callable[..., Any] | None,
+        parent: ParentRef | Sequence[ParentRef] | None,
         hooks: Mapping[EventKind, Hook] | None,
         executor: str | None,
     ) -> None:
@@ -112,8 +117,9 @@ class Registry:
         self._tasks[spec.name] = Registered(
             spec, fn, _takes_context(fn, spec), dict(hooks or {}), executor
         )
-        if parent is not None:
-            self._parents[spec.name] = parent
+        refs = [parent] if isinstance(parent, str) or callable(parent) else list(parent or ())
+        if refs:
+            self._parents[spec.name] = refs
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -147,37 +153,23 @@ class Registry:
             self._readers.discard(node_id)
 
     def resolved(self) -> list[TaskSpec]:
-        """Every spec with its parent resolved to a task name, parents before children.
+        """Every spec with its parents resolved to task names, parents before children.
 
-        Raises TaskDefinitionError for an unknown parent or a cycle."""
+        Raises TaskDefinitionError for an unknown parent, a cycle, or a child of several
+        parents whose roots fire at different times (see :mod:`easyjob.core.joins`)."""
         specs = {}
         for name, entry in self._tasks.items():
-            ref = self._parents.get(name)
-            parent = None if ref is None else self._resolve(entry, ref)
+            parents = tuple(self._resolve(entry, ref) for ref in self._parents.get(name, ()))
             specs[name] = (
-                replace(entry.spec, parent=parent) if parent != entry.spec.parent else entry.spec
+                replace(entry.spec, parent=None, parents=parents)
+                if parents != entry.spec.parents
+                else entry.spec
             )
-        ordered: list[TaskSpec] = []
-        state: dict[str, str] = {}
-
-        def visit(name: str, path: list[str]) -> None:
-            if state.get(name) == "done":
-                return
-            if state.get(name) == "visiting":
-                cycle = " -> ".join([*path[path.index(name) :], name])
-                raise TaskDefinitionError(f"task parents form a cycle: {cycle}")
-            state[name] = "visiting"
-            parent = specs[name].parent
-            if parent is not None and parent in specs:
-                visit(parent, [*path, name])
-            state[name] = "done"
-            ordered.append(specs[name])
-
-        for name in specs:
-            visit(name, [])
+        ordered = _parents_first(specs)
+        check_joins(ordered)
         return ordered
 
-    def _resolve(self, entry: Registered, ref: str | Callable[..., Any]) -> str:
+    def _resolve(self, entry: Registered, ref: ParentRef) -> str:
         if callable(ref):
             path = func_path(ref)
             for name, other in self._tasks.items():
@@ -196,6 +188,29 @@ class Registry:
             ):
                 return name
         raise TaskDefinitionError(f"task {entry.spec.name!r}: unknown parent task {ref!r}")
+
+
+def _parents_first(specs: Mapping[str, TaskSpec]) -> list[TaskSpec]:
+    """*specs* ordered parents before children; TaskDefinitionError naming a cycle."""
+    ordered: list[TaskSpec] = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            cycle = " -> ".join([*path[path.index(name) :], name])
+            raise TaskDefinitionError(f"task parents form a cycle: {cycle}")
+        state[name] = "visiting"
+        for parent in specs[name].parents:
+            if parent in specs:
+                visit(parent, [*path, name])
+        state[name] = "done"
+        ordered.append(specs[name])
+
+    for name in specs:
+        visit(name, [])
+    return ordered
 
 
 def _where(fn: Callable[..., Any]) -> tuple[str, int]:

@@ -133,6 +133,15 @@ CREATE INDEX ix_easy_job_task_detail_task_fire ON easy_job_task_detail (task_id,
 
 CREATE INDEX ix_easy_job_task_detail_task_status ON easy_job_task_detail (task_id, status);
 
+CREATE TABLE easy_job_task_parent (
+	task_id INTEGER NOT NULL,
+	parent_id INTEGER NOT NULL,
+	position INTEGER NOT NULL,
+	PRIMARY KEY (task_id, parent_id)
+);
+
+CREATE INDEX ix_easy_job_task_parent_parent ON easy_job_task_parent (parent_id);
+
 INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '6');
 INSERT INTO easy_job_meta (name, value) VALUES ('compatible_from', '4');
 

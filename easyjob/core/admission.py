@@ -32,6 +32,11 @@ time). A run of a task this node's code does not declare is left to another node
 node of those that declare a task takes a run is the strategy's choice among *those* nodes
 only (see :mod:`easyjob.core.strategies`); past the overdue grace any of them may.
 
+Join (:func:`join`): a child of several parents gets one run per fire time, made when the
+last of its parents succeeds for that fire time (a sharded parent: every shard), or one
+SKIPPED row when a parent fails for good (after its retries); once either is written,
+nothing more for that fire time. The store asks it under a lock on the child's task row.
+
 Time: a run is never started before its due time; the loader claims it at most ``lead``
 before, and waits otherwise (``WAIT`` with the time to come back).
 """
@@ -54,6 +59,7 @@ __all__ = [
     "SUPERSEDED",
     "Catalog",
     "Decision",
+    "JoinFacts",
     "RunFacts",
     "ScheduleKey",
     "Verdict",
@@ -62,6 +68,7 @@ __all__ = [
     "exclusive",
     "facts_of",
     "fire_verdict",
+    "join",
     "misfire",
     "on_busy",
     "planner_owner",
@@ -255,6 +262,35 @@ def admit(
         return Decision(Verdict.ELSEWHERE, "its task is not declared by this node's code")
     if run.due_time > now + lead:
         return Decision(Verdict.WAIT, until=run.due_time - lead)
+    return START
+
+
+@dataclass(frozen=True)
+class JoinFacts:
+    """What the join rule needs of one child of several parents and one fire time: its
+    *parents* (task ids), those that *succeeded* for the fire time, the parent run that
+    just *failed* for good (if that is what asks), and whether the child already has a row
+    for the fire time (*made*: its run, or a SKIPPED row)."""
+
+    parents: tuple[int, ...]
+    succeeded: frozenset[int] = frozenset()
+    failed: int | None = None
+    made: bool = False
+
+
+def join(facts: JoinFacts) -> Decision | None:
+    """For a child of several parents and one fire time: START (write its run), SKIP (a
+    parent failed for good: write a SKIPPED row with the reason), WAIT (a parent has not
+    succeeded yet: write nothing; its end asks again), or None when the child's row for
+    the fire time exists already (exactly one per fire time, whoever asks)."""
+    if facts.made:
+        return None
+    if facts.failed is not None:
+        return Decision(Verdict.SKIP, f"parent run {facts.failed} failed")
+    waiting = [parent for parent in facts.parents if parent not in facts.succeeded]
+    if waiting:
+        ids = ", ".join(map(str, waiting))
+        return Decision(Verdict.WAIT, f"waits for parent task(s) {ids}")
     return START
 
 

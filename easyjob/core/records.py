@@ -50,6 +50,10 @@ class TaskSpec:
     *cron_dialect* (``'unix'``, ``'spring'``, ``'quartz'``; ``None``: by field count) is
     stored in ``cron_expr`` as a marker (``'quartz: 0 0 12 ? * 2-6'``), so every node
     reads the row the same way; see :attr:`cron_text`.
+
+    *parents* names every parent task (a child of several parents runs once per fire time
+    for which all of them succeeded: a join, see ``docs/policies.md``); *parent* is the
+    first of them (``easy_job_task.pid``). Give either: the other is derived.
     """
 
     name: str
@@ -73,11 +77,13 @@ class TaskSpec:
     accepts: tuple[str, ...] = ()
     shards: int = 1
     broadcast: bool = False
+    parents: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from easyjob.core.cron import CronSchedule, parse_tz
 
         what = f"task {shown(self.name)}"
+        _check_parents(self, what)
         _check_schedule(self, what)
         if not isinstance(self.name, str) or not self.name or len(self.name) > _MAX_NAME:
             raise TaskDefinitionError(
@@ -170,6 +176,29 @@ class TaskSpec:
             "shards": self.shards,
             "broadcast": self.broadcast,
         }
+
+
+def _check_parents(spec: TaskSpec, what: str) -> None:
+    """*parent* and *parents* of *spec* made one list: ``parents``, its first ``parent``."""
+    parents = spec.parents
+    if isinstance(parents, str) or not isinstance(parents, (tuple, list)):
+        raise TaskDefinitionError(f"{what}: parents must be a list of task names, got {parents!r}")
+    parents = tuple(parents)
+    if spec.parent is not None and parents and parents[0] != spec.parent:
+        raise TaskDefinitionError(
+            f"{what}: parent {spec.parent!r} is not the first of parents {list(parents)!r}"
+        )
+    if spec.parent is not None and not parents:
+        parents = (spec.parent,)
+    for name in parents:
+        if not isinstance(name, str) or not name:
+            raise TaskDefinitionError(f"{what}: invalid parent {name!r} in {list(parents)!r}")
+    if twice := sorted({name for name in parents if parents.count(name) > 1}):
+        raise TaskDefinitionError(
+            f"{what}: parent(s) {', '.join(map(repr, twice))} given more than once"
+        )
+    object.__setattr__(spec, "parents", parents)
+    object.__setattr__(spec, "parent", parents[0] if parents else None)
 
 
 def _check_schedule(spec: TaskSpec, what: str) -> None:

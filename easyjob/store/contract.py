@@ -521,6 +521,11 @@ class ViewStore(Protocol):
         """By id of *run_ids*, the next attempt of the same fire: its id and its node."""
         ...
 
+    def parents(self, task_ids: Sequence[int]) -> dict[int, list[int]]:
+        """By id of *task_ids*, the parents (task ids, in declared order) of each task of
+        several parents (a join); tasks of one parent or none are absent."""
+        ...
+
     def activity(self, window: timedelta, buckets: int = 60) -> Activity:
         """Runs ended in the last *window* (database time), in *buckets* equal buckets."""
         ...

@@ -40,6 +40,8 @@ __all__ = [
     "PRIMARY_KEY_HINT",
     "at_versions",
     "in_list",
+    "in_named",
+    "named_list",
     "not_in_list",
     "padded",
     "per_id",
@@ -72,6 +74,20 @@ def in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.Column
     listed = list(values)
     array = sa.bindparam(None, listed, type_=sa.ARRAY(column.type))
     return _Choice(column == sa.any_(array), column.in_(_expanding(padded(listed), column.type)))
+
+
+def in_named(column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
+    """``column IN`` the list passed at execution as :func:`named_list` *name*: the shape
+    of :func:`in_list` for a statement built once and executed with its values."""
+    array = sa.bindparam(f"{name}_array", type_=sa.ARRAY(column.type))
+    listed = sa.bindparam(f"{name}_list", type_=column.type, expanding=True)
+    return _Choice(column == sa.any_(array), column.in_(listed))
+
+
+def named_list(name: str, values: Collection[Any]) -> dict[str, Any]:
+    """The execution parameters of :func:`in_named` *name* holding *values*."""
+    listed = list(values)
+    return {f"{name}_array": listed, f"{name}_list": padded(listed)}
 
 
 def not_in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.ColumnElement[bool]:

@@ -30,6 +30,7 @@ __all__ = [
     "metadata",
     "node_table",
     "task_detail_table",
+    "task_parent_table",
     "task_table",
 ]
 
@@ -170,6 +171,19 @@ task_table = sa.Table(
     sa.Index("ix_easy_job_task_pid", "pid"),
     comment="One row per task (a named function with a schedule); cron fires are made from it.",
     sqlite_autoincrement=True,
+)
+
+task_parent_table = sa.Table(
+    "easy_job_task_parent",
+    metadata,
+    sa.Column("task_id", Id, primary_key=True, autoincrement=False),
+    sa.Column("parent_id", Id, primary_key=True, autoincrement=False),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Index("ix_easy_job_task_parent_parent", "parent_id"),
+    comment=(
+        "The parents of each task of several parents (a join), in declared order; "
+        "easy_job_task.pid is the first of them. A task of one parent has no row here."
+    ),
 )
 
 #: ``fire_time`` for the first attempt of a cron fire, NULL otherwise; unique per task, so the

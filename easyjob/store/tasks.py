@@ -21,6 +21,7 @@ from easyjob.store.caller import CallerConnections
 from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.expressions import not_in_list, unindexed
+from easyjob.store.parents import write_parents
 from easyjob.store.retry import first_line, is_transient
 from easyjob.store.runs import skip_unstarted
 from easyjob.store.schema import UTCDateTime, node_table, task_detail_table, task_table
@@ -89,13 +90,15 @@ class TaskStore:
             conn.execute(self._insert_missing(), [self._new_row(s, now, first) for s in missing])
             rows.update(self._by_names(conn, [spec.name for spec in missing]))
         ids.update((name, row.id) for name, row in rows.items())
+        parents = {spec.name: self._parent_ids(conn, spec, ids) for spec in specs}
         changed = [
             spec.name
             for spec in specs
             if self._update_if_changed(
-                conn, rows[spec.name], spec, self._parent_id(conn, spec, ids), now
+                conn, rows[spec.name], spec, next(iter(parents[spec.name]), None), now
             )
         ]
+        write_parents(conn, {rows[name].id: found for name, found in parents.items()})
         conn.execute(t.update().where(t.c.name.in_(names)).values(seen_time=now))
         if changed:
             rows.update(self._by_names(conn, changed))
@@ -124,15 +127,17 @@ class TaskStore:
             "seen_time": now,
         }
 
-    def _parent_id(self, conn: sa.Connection, spec: TaskSpec, ids: dict[str, int]) -> int | None:
-        if spec.parent is None:
-            return None
-        if spec.parent in ids:
-            return ids[spec.parent]
-        found = conn.scalar(sa.select(t.c.id).where(t.c.name == spec.parent))
-        if found is None:
-            raise TaskDefinitionError(f"task {spec.name!r}: unknown parent task {spec.parent!r}")
-        return int(found)
+    def _parent_ids(self, conn: sa.Connection, spec: TaskSpec, ids: dict[str, int]) -> list[int]:
+        """The ids of *spec*'s parents, in order (stored, or in *ids*)."""
+        found = []
+        for parent in spec.parents:
+            if parent not in ids:
+                stored = conn.scalar(sa.select(t.c.id).where(t.c.name == parent))
+                if stored is None:
+                    raise TaskDefinitionError(f"task {spec.name!r}: unknown parent task {parent!r}")
+                ids[parent] = int(stored)
+            found.append(ids[parent])
+        return found
 
     def _update_if_changed(
         self, conn: sa.Connection, row: TaskRow, spec: TaskSpec, pid: int | None, now: datetime
@@ -547,11 +552,10 @@ def _parents_first(specs: Sequence[TaskSpec]) -> list[TaskSpec]:
 
     def depth_of(spec: TaskSpec, seen: frozenset[str] = frozenset()) -> int:
         if spec.name not in depth:
-            parent = by_name.get(spec.parent) if spec.parent else None
-            if parent is None or parent.name in seen:
-                depth[spec.name] = 0
-            else:
-                depth[spec.name] = depth_of(parent, seen | {spec.name}) + 1
+            parents = [by_name[p] for p in spec.parents if p in by_name and p not in seen]
+            depth[spec.name] = max(
+                (depth_of(parent, seen | {spec.name}) + 1 for parent in parents), default=0
+            )
         return depth[spec.name]
 
     return sorted(specs, key=depth_of)

@@ -19,6 +19,7 @@ from easyjob.core.store_values import Activity, Bucket, LastOutcome
 from easyjob.store.database import Database
 from easyjob.store.engine import compiled_by, db_now
 from easyjob.store.history import name_matches
+from easyjob.store.parents import parents_of
 from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
 from easyjob.store.successes import counted_tasks
 
@@ -92,6 +93,19 @@ class ViewStore:
             }
 
         return self._db.read("view_last_outcomes", read)
+
+    def parents(self, task_ids: Sequence[int]) -> dict[int, list[int]]:
+        """By id of *task_ids*, the parents (in declared order) of each task of several
+        parents; tasks of one parent or none are absent."""
+        ids = list(task_ids)
+        return self._db.read(
+            "view_parents",
+            lambda conn: {
+                task_id: found
+                for start in range(0, len(ids), _IDS_PER_READ)
+                for task_id, found in parents_of(conn, ids[start : start + _IDS_PER_READ]).items()
+            },
+        )
 
     def next_fires(self, task_ids: Sequence[int]) -> dict[int, datetime]:
         """By task id of *task_ids*, the earliest fire time of its unstarted cron fires

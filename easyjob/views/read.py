@@ -26,7 +26,14 @@ def tasks(
     ended run (:class:`~easyjob.core.store_values.LastOutcome`, or None)."""
     ids = [task.id for task in found]
     db_now, backlog = store.history.backlog(ids if len(ids) <= _LISTED_BACKLOG else None)
-    rows = task_rows(found, db_now, backlog, live_code(store), store.views.next_fires(ids))
+    rows = task_rows(
+        found,
+        db_now,
+        backlog,
+        live_code(store),
+        store.views.next_fires(ids),
+        store.views.parents([task.id for task in found if task.pid is not None]),
+    )
     if outcomes:
         last = store.views.last_outcomes(ids)
         for row in rows:

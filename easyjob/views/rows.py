@@ -11,7 +11,7 @@ them as tables or JSON and the dashboard as HTML; neither computes a fact of its
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime
 from enum import Enum
@@ -64,16 +64,18 @@ def task_rows(
     backlog: Mapping[int, Backlog],
     code: LiveCode,
     next_fires: Mapping[int, datetime] | None = None,
+    parents: Mapping[int, Sequence[int]] | None = None,
 ) -> list[Row]:
-    """Task rows with ``parent`` (the parent task's name), ``schedule``, ``pending`` (runs
-    due and not yet claimed), ``next_fire``, ``lag_s`` and ``in_code``. ``next_fire``: the
-    task's earliest fire not started, the earlier of its earliest unstarted cron run
-    (*next_fires*, by task id) and ``next_start_time`` (its planning cursor). ``lag_s``: how
-    long the oldest unstarted fire has been due, in database time: the earlier of
-    ``next_start_time`` and the oldest due PENDING run, 0 when nothing is late; None for a
-    PAUSED task, whose fires wait on purpose. ``in_code``: whether a live node can run it
-    (:meth:`LiveCode.runs`). A task that left every node's code stays in the table, flagged
-    ``in_code`` false, and is never deleted automatically."""
+    """Task rows with ``parent`` (the parent task's name; a join's first parent),
+    ``parents`` (every parent's name: a join's from *parents*, by task id), ``schedule``,
+    ``pending`` (runs due and not yet claimed), ``next_fire``, ``lag_s`` and ``in_code``.
+    ``next_fire``: the task's earliest fire not started, the earlier of its earliest
+    unstarted cron run (*next_fires*, by task id) and ``next_start_time`` (its planning
+    cursor). ``lag_s``: how long the oldest unstarted fire has been due, in database time:
+    the earlier of ``next_start_time`` and the oldest due PENDING run, 0 when nothing is
+    late; None for a PAUSED task, whose fires wait on purpose. ``in_code``: whether a live
+    node can run it (:meth:`LiveCode.runs`). A task that left every node's code stays in
+    the table, flagged ``in_code`` false, and is never deleted automatically."""
     tasks = list(tasks)
     names = {task.id: task.name for task in tasks}
     rows = []
@@ -88,7 +90,9 @@ def task_rows(
             lag = max([0.0, *((db_now - t).total_seconds() for t in due)])
         row = _columns(task)
         row["parent"] = names.get(task.pid) if task.pid is not None else None
-        row["schedule"] = schedule_text(task, row["parent"])
+        ids = (parents or {}).get(task.id) or ([task.pid] if task.pid is not None else [])
+        row["parents"] = [names.get(i, f"task {i}") for i in ids]
+        row["schedule"] = schedule_text(task, " and ".join(row["parents"]) or None)
         written = (next_fires or {}).get(task.id)
         row["next_fire"] = min(
             (x for x in (written, task.next_start_time) if x is not None), default=None

@@ -42,6 +42,28 @@ CASES = [
         "task parents form a cycle",
     ),
     (
+        "a parent list that is not a list of tasks",
+        "@scheduled(parent=['g', 3])\ndef f(): pass",
+        "parent 3 in ['g', 3] is not a task name",
+    ),
+    (
+        "unknown parent of a join",
+        "@scheduled('@hourly')\ndef g(): pass\n@scheduled(parent=['g', 'nobody'])\ndef f(): pass",
+        "unknown parent task 'nobody'",
+    ),
+    (
+        "cyclic parents through a join",
+        "@scheduled('@hourly')\ndef g(): pass\n@scheduled(parent=['g', 'h'])\ndef f(): pass\n"
+        "@scheduled(parent='f')\ndef h(): pass",
+        "task parents form a cycle",
+    ),
+    (
+        "parents of a join on different schedules",
+        "@scheduled('@hourly')\ndef g(): pass\n@scheduled('@daily')\ndef h(): pass\n"
+        "@scheduled(parent=['g', 'h'])\ndef f(): pass",
+        "its parents fire at different times",
+    ),
+    (
         "duplicate name",
         "@scheduled('@hourly', name='x')\ndef f(): pass\n"
         "@scheduled('@hourly', name='x')\ndef g(): pass",

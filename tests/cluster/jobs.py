@@ -237,3 +237,25 @@ if os.environ.get("EASYJOB_TEST_CANCEL"):
         record(ctx, f"pid-{os.getpid()}")
         time.sleep(60)
         record(ctx, "finished")
+
+
+if os.environ.get("EASYJOB_TEST_JOIN"):  # a child of two parents on one schedule
+    # join_a and join_b take the same time, so of one fire they end within moments of each
+    # other, on two nodes; join_b fails (no retry) on fires whose second is a multiple of 3
+    join_cron = os.environ["EASYJOB_TEST_JOIN"]
+
+    @scheduled(join_cron, name="join_a")
+    def join_a(ctx: TaskContext) -> None:
+        time.sleep(0.3)
+        record(ctx)
+
+    @scheduled(join_cron, name="join_b")
+    def join_b(ctx: TaskContext) -> None:
+        time.sleep(0.3)
+        record(ctx)
+        if ctx.fire_time.second % 3 == 0:
+            raise RuntimeError("join_b fails on purpose")
+
+    @scheduled(parent=["join_a", "join_b"], name="join_c")
+    def join_c(ctx: TaskContext) -> None:
+        record(ctx)

@@ -40,7 +40,7 @@ def _history(store: Store) -> dict[str, int]:
 
 def _as_version_3(store: Store, counts: dict[str, int]) -> None:
     """What a version 3 database with the same history holds: ``success_count``, every
-    success ever, none of version 5's tables and columns, and ``schema_version`` 3."""
+    success ever, none of version 5's and 6's tables and columns, and ``schema_version`` 3."""
     mysql = store.db.dialect in ("mysql", "mariadb")
     rename = (
         "ALTER TABLE easy_job_task CHANGE pruned_success_count success_count "
@@ -53,6 +53,7 @@ def _as_version_3(store: Store, counts: dict[str, int]) -> None:
         conn.exec_driver_sql(rename)
         for table in ("easy_job_catalog", "easy_job_audit"):  # what version 5 added
             conn.exec_driver_sql(f"DROP TABLE {table}")
+        conn.exec_driver_sql("DROP TABLE easy_job_task_parent")  # what version 6 added
         for column in ("catalog", "health"):
             conn.exec_driver_sql(f"ALTER TABLE easy_job_node DROP COLUMN {column}")
         for name, count in counts.items():

@@ -170,6 +170,7 @@ def _hot_path(store: Store) -> tuple[datetime, dict[str, list[tuple[str, Any]]]]
     """Fill *store* at the realistic size and run the hot path once; returns the fill's
     instant and the statements sent, by the call that sent them."""
     now = fill(store, tasks=2000, ahead=10, behind=15)
+    _joins(store, 2000)
     horizon = now + timedelta(seconds=5)
     sent: dict[str, list[tuple[str, Any]]] = {}
     kinds = ("SELECT", "UPDATE", "DELETE", "WITH")
@@ -197,6 +198,22 @@ def _hot_path(store: Store) -> tuple[datetime, dict[str, list[tuple[str, Any]]]]
     assert len(running) > 8, "too few runs started to exercise finish_many"
 
     return now, sent
+
+
+def _joins(store: Store, tasks: int) -> None:
+    """A child of two parents for each pair of the filled tasks: every run finished on the
+    hot path is a parent's, so finish_many reaches the join's statements too."""
+    specs = [
+        TaskSpec(f"join-{i:06d}", "tests.jobs:noop", parents=(f"plan-{i:06d}", f"plan-{i + 1:06d}"))
+        for i in range(0, tasks, 2)
+    ]
+    store.tasks.upsert(specs)
+    if store.db.dialect != "sqlite":
+        with store.db.engine.connect() as conn:
+            keyword = "TABLE " if store.db.dialect != "postgresql" else ""
+            for table in ("easy_job_task", "easy_job_task_parent"):
+                conn.exec_driver_sql(f"ANALYZE {keyword}{table}")
+            conn.commit()
 
 
 @pytest.mark.xfail(
@@ -259,7 +276,7 @@ def _saturated_probe(store: Store, now: datetime) -> list[str]:
 def _tables(statement: str, dialect: str) -> set[str]:
     """The names the run and task tables go by in *statement*'s plan: their aliases, but
     on PostgreSQL, whose plan names the table."""
-    found = re.findall(r"\b(easy_job_task(?:_detail)?)\b(?: AS (\w+))?", statement)
+    found = re.findall(r"\b(easy_job_task(?:_detail|_parent)?)\b(?: AS (\w+))?", statement)
     return {table if dialect == "postgresql" or not alias else alias for table, alias in found}
 
 

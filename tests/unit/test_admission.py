@@ -10,12 +10,14 @@ import pytest
 
 from easyjob.core.admission import (
     Catalog,
+    JoinFacts,
     RunFacts,
     Verdict,
     admit,
     declares,
     facts_of,
     fire_verdict,
+    join,
     on_busy,
     planner_owner,
     schedule_of,
@@ -215,3 +217,30 @@ def test_the_start_deadline_is_when_the_rule_starts_missing_the_run(
     at = T0 + now * S
     missed = admit(facts, at).verdict == MISS
     assert missed == (deadline is not None and at >= deadline), f"{what}: deadline {deadline}"
+
+
+#: The join of a child of parents 1, 2, 3 for one fire time: what is known -> what is written.
+JOINS = [
+    ("none ended yet", JoinFacts((1, 2, 3)), Verdict.WAIT),
+    ("one of three succeeded", JoinFacts((1, 2, 3), frozenset({1})), Verdict.WAIT),
+    ("two of three succeeded", JoinFacts((1, 2, 3), frozenset({1, 3})), Verdict.WAIT),
+    ("the last one succeeds", JoinFacts((1, 2, 3), frozenset({1, 2, 3})), Verdict.START),
+    ("a parent fails first", JoinFacts((1, 2, 3), failed=70), Verdict.SKIP),
+    ("a parent fails last", JoinFacts((1, 2, 3), frozenset({1, 2}), failed=70), Verdict.SKIP),
+    ("made already (race lost)", JoinFacts((1, 2, 3), frozenset({1, 2, 3}), made=True), None),
+    ("skipped already, a late success", JoinFacts((1, 2), frozenset({2}), made=True), None),
+    ("made already, a late failure", JoinFacts((1, 2), frozenset({1, 2}), 9, True), None),
+]
+
+
+@pytest.mark.parametrize(("what", "facts", "verdict"), JOINS, ids=[j[0] for j in JOINS])
+def test_join_table(what: str, facts: JoinFacts, verdict: Verdict | None) -> None:
+    decision = join(facts)
+    assert (decision.verdict if decision is not None else None) == verdict, what
+
+
+def test_a_join_names_the_failed_parent_run_and_the_parents_it_waits_for() -> None:
+    skipped = join(JoinFacts((1, 2), frozenset({1}), failed=70))
+    assert skipped is not None and skipped.reason == "parent run 70 failed"
+    waiting = join(JoinFacts((1, 2, 3), frozenset({2})))
+    assert waiting is not None and waiting.reason == "waits for parent task(s) 1, 3"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -10,6 +10,8 @@ import pytest
 from easyjob import CronError, Registry, TaskContext, TaskDefinitionError, scheduled
 from easyjob.core.states import Misfire, Overlap
 from easyjob.errors import UnknownTimeZoneError
+
+T = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 def job(ctx: TaskContext) -> None: ...
@@ -227,3 +229,119 @@ def test_executor_per_task_is_validated_and_kept() -> None:
         f"@scheduled on {__name__}:other: task '{__name__}.other': executor must be one of "
         "thread, process (or None: the node's --executor), got 'fork'"
     )
+
+
+def second() -> None: ...
+
+
+def third() -> None: ...
+
+
+def test_a_child_of_several_parents_keeps_them_in_order_the_first_as_parent() -> None:
+    registry = Registry()
+    scheduled("0 * * * *", registry=registry)(job)
+    scheduled("0 * * * *", registry=registry)(other)
+    scheduled(parent=["job", other], registry=registry)(plain)
+    specs = {s.name: s for s in registry.resolved()}
+    child = specs[f"{__name__}.plain"]
+    assert child.parents == (f"{__name__}.job", f"{__name__}.other")
+    assert child.parent == f"{__name__}.job"
+    order = [s.name for s in registry.resolved()]
+    assert order.index(f"{__name__}.other") < order.index(f"{__name__}.plain")
+
+
+def test_a_diamond_joins_on_its_root_whatever_the_root_is() -> None:
+    registry = Registry()
+    scheduled(registry=registry)(job)  # manual only: its triggers' times pass down
+    scheduled(parent="job", registry=registry)(plain)
+    scheduled(parent="job", registry=registry)(other)
+    scheduled(parent=["plain", "other"], registry=registry)(second)
+    (last,) = [s for s in registry.resolved() if s.name == f"{__name__}.second"]
+    assert last.parents == (f"{__name__}.plain", f"{__name__}.other")
+
+
+def test_parents_on_different_schedules_are_refused_naming_them() -> None:
+    registry = Registry()
+    scheduled("0 * * * *", registry=registry)(job)
+    scheduled("*/5 * * * *", registry=registry)(other)
+    scheduled(parent=["job", "other"], registry=registry)(plain)
+    with pytest.raises(TaskDefinitionError) as info:
+        registry.resolved()
+    assert str(info.value).startswith(
+        f"task '{__name__}.plain': its parents fire at different times "
+        f"('{__name__}.job' after cron '0 * * * *' in UTC; "
+        f"'{__name__}.other' after cron '*/5 * * * *' in UTC)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second_", "joins"),
+    [
+        ({"cron": "0 * * * *"}, {"cron": "0 * * * *"}, True),
+        ({"cron": "0 * * * *"}, {"cron": "0 * * * *", "tz": "Asia/Kolkata"}, False),
+        ({"every": 60, "start": T}, {"every": 60, "start": T}, True),
+        ({"every": 60}, {"every": 60}, False),  # each anchored at its own registration
+        ({"every": 60, "start": T}, {"every": 30, "start": T}, False),
+        ({}, {}, False),  # two manual tasks: their triggers never share a time
+    ],
+)
+def test_roots_must_share_one_schedule(
+    first: dict[str, object], second_: dict[str, object], joins: bool
+) -> None:
+    registry = Registry()
+    scheduled(registry=registry, **first)(job)  # type: ignore[arg-type]
+    scheduled(registry=registry, **second_)(other)  # type: ignore[arg-type]
+    scheduled(parent=["job", "other"], registry=registry)(plain)
+    if joins:
+        registry.resolved()
+    else:
+        with pytest.raises(TaskDefinitionError, match="its parents fire at different times"):
+            registry.resolved()
+
+
+def test_unknown_parents_and_cycles_of_a_join_are_refused_with_their_names() -> None:
+    registry = Registry()
+    scheduled("@hourly", registry=registry)(job)
+    scheduled(parent=["job", "missing"], registry=registry)(plain)
+    with pytest.raises(TaskDefinitionError, match=r"\.plain': unknown parent task 'missing'"):
+        registry.resolved()
+    cyclic = Registry()
+    scheduled("@hourly", registry=cyclic)(job)
+    scheduled(parent=["job", "third"], registry=cyclic)(second)
+    scheduled(parent="second", registry=cyclic)(third)
+    with pytest.raises(
+        TaskDefinitionError,
+        match=rf"task parents form a cycle: {__name__}.second -> {__name__}.third -> "
+        rf"{__name__}.second",
+    ):
+        cyclic.resolved()
+    itself = Registry()
+    scheduled("@hourly", registry=itself)(job)
+    scheduled(parent=["job", "plain"], registry=itself)(plain)
+    with pytest.raises(TaskDefinitionError, match=rf"cycle: {__name__}.plain -> {__name__}.plain"):
+        itself.resolved()
+
+
+@pytest.mark.parametrize(
+    ("parent", "message"),
+    [
+        ([], "parent must be a task name, a function, or a non-empty list of them, got []"),
+        (["job", 3], "parent 3 in ['job', 3] is not a task name"),
+        ({"job"}, "parent must be a task name, a function, or a non-empty list of them"),
+        (["job", "job"], "parent(s) 'job' given more than once"),
+    ],
+)
+def test_a_bad_parent_list_is_refused_at_decoration(parent: object, message: str) -> None:
+    registry = Registry()
+    with pytest.raises(TaskDefinitionError) as info:
+        scheduled(parent=parent, registry=registry)(plain)  # type: ignore[arg-type]
+    assert message in str(info.value) and f"@scheduled on {__name__}:plain" in str(info.value)
+    assert len(registry) == 0
+
+
+def test_the_same_parent_named_two_ways_is_refused_once_resolved() -> None:
+    registry = Registry()
+    scheduled("@hourly", registry=registry)(job)
+    scheduled(parent=["job", job], registry=registry)(plain)
+    with pytest.raises(TaskDefinitionError, match=rf"parent\(s\) '{__name__}.job' given more"):
+        registry.resolved()

@@ -1,23 +1,30 @@
 """Chains: the runs of child tasks (``pid``) made when a fire completes or finally fails,
-with parent cycles refused at run time."""
+with parent cycles refused at run time, and the join of a child of several parents (made
+once per fire time, when the last parent succeeds)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from datetime import datetime
+from functools import cache
+from typing import Any
 
 import sqlalchemy as sa
 
+from easyjob.core.admission import JoinFacts, Verdict, join
 from easyjob.core.records import Run
 from easyjob.core.states import RunStatus, TaskStatus, Trigger
 from easyjob.store.database import Database, status_is
 from easyjob.store.engine import db_now
-from easyjob.store.expressions import in_list
-from easyjob.store.schema import task_detail_table, task_table
+from easyjob.store.expressions import in_list, in_named, named_list
+from easyjob.store.parents import parents_of
+from easyjob.store.schema import task_detail_table, task_parent_table, task_table
 
 __all__ = ["children_of", "completing_ids"]
 
 d = task_detail_table
 t = task_table
+p = task_parent_table
 
 
 def completing_ids(db: Database, conn: sa.Connection, succeeded: Sequence[Run]) -> list[int]:
@@ -50,36 +57,130 @@ def completing_ids(db: Database, conn: sa.Connection, succeeded: Sequence[Run]) 
 
 
 def children_of(
+    db: Database,
     conn: sa.Connection,
     parent_ids: Collection[int],
     status: RunStatus = RunStatus.PENDING,
     reason: str | None = None,
 ) -> None:
     """A run of each ACTIVE child task of each parent run in *parent_ids*: PENDING after a
-    success, or written SKIPPED with *reason* after a final failure.
+    success, or written SKIPPED with *reason* after a final failure. A child of several
+    parents (a join) gets its run (or SKIPPED row) once per fire time, see :func:`_join`.
 
     A parent cycle in the table (``pid`` written by hand: a task its own parent, or a -> b
     -> a) is refused here, at run time: a child that is also an ancestor of its parent's
     task gets a SKIPPED row naming the cycle instead of a run, so a cycle costs one row per
     success instead of a chain of runs that grows until a restart."""
-    parent = d.alias("parent")
-    pairs = conn.execute(
-        sa.select(parent.c.id, parent.c.task_id, t.c.id)
-        .join_from(parent, t, t.c.pid == parent.c.task_id)
-        # from the parent runs' ids, not from the index on the tasks' status (see status_is)
-        .where(in_list(parent.c.id, parent_ids), status_is(t.c.status, str(TaskStatus.ACTIVE)))
-    ).all()
+    rows = conn.execute(_children(), named_list("runs", parent_ids)).all()
+    if not rows:
+        return
+    pairs = [(run_id, task_id, child) for run_id, task_id, child, _, joined in rows if not joined]
+    joins = [(run_id, child, fire) for run_id, _, child, fire, joined in rows if joined]
+    if joins:
+        _join(db, conn, joins, status, reason)
     if not pairs:
         return
     ancestors = _ancestors(conn, {row[1] for row in pairs})
     refused = [(run_id, child) for run_id, task_id, child in pairs if child in ancestors[task_id]]
     if len(refused) < len(pairs):
-        _insert_children(conn, parent_ids, refused, False, status, reason)
+        wanted = [(run_id, child) for run_id, _, child in pairs if (run_id, child) not in refused]
+        _insert_children(conn, wanted, status, reason)
     if refused:
         why = (
             "refused: a parent cycle in easy_job_task.pid (this task is an ancestor of its parent)"
         )
-        _insert_children(conn, parent_ids, refused, True, RunStatus.SKIPPED, why)
+        _insert_children(conn, refused, RunStatus.SKIPPED, why)
+
+
+@cache
+def _children() -> sa.CompoundSelect[Any]:
+    """(parent run id, its task id, child task id, fire time, whether the child joins
+    several parents) for each ACTIVE child task of the runs :func:`named_list` ``runs``: the
+    children by ``pid`` (their first parent) and the children of several parents by their
+    others. Built once: every finish asks it."""
+    parent = d.alias("parent")
+    joined = sa.exists().where(p.c.task_id == t.c.id)
+    by_pid = (
+        sa.select(parent.c.id, parent.c.task_id, t.c.id, parent.c.fire_time, joined)
+        .join_from(parent, t, t.c.pid == parent.c.task_id)
+        # from the parent runs' ids, not from the index on the tasks' status (see status_is)
+        .where(in_named(parent.c.id, "runs"), status_is(t.c.status, str(TaskStatus.ACTIVE)))
+    )
+    by_others = (
+        sa.select(parent.c.id, parent.c.task_id, t.c.id, parent.c.fire_time, sa.true())
+        .join_from(parent, p, p.c.parent_id == parent.c.task_id)
+        .join(t, t.c.id == p.c.task_id)
+        .where(
+            in_named(parent.c.id, "runs"),
+            t.c.pid != p.c.parent_id,
+            status_is(t.c.status, str(TaskStatus.ACTIVE)),
+        )
+    )
+    return sa.union_all(by_pid, by_others)
+
+
+def _join(
+    db: Database,
+    conn: sa.Connection,
+    joins: Sequence[tuple[int, int, datetime]],
+    status: RunStatus,
+    reason: str | None,
+) -> None:
+    """The runs of children of several parents, from *joins* (parent run id, child task id,
+    fire time): for each child and fire time, what :func:`~easyjob.core.admission.join`
+    says, asked once the child's task row is locked (in id order, until commit; SQLite has
+    one writer at a time). Every finisher of a parent of that child takes its turn there,
+    and each read after the lock is a statement of its own, which under READ COMMITTED sees
+    what the finisher before committed: of two parents finishing at once on two nodes, the
+    second sees the first's success and makes the one run (or sees the run, and makes
+    none). A final failure (*status* SKIPPED) asks with ``failed`` set."""
+    groups: dict[tuple[int, datetime], list[int]] = {}
+    for run_id, child, fire in joins:
+        groups.setdefault((child, fire), []).append(run_id)
+    db.lock_rows(conn, t, {child for child, _ in groups})
+    parents = parents_of(conn, {child for child, _ in groups})
+    make: dict[tuple[RunStatus, str | None], list[tuple[int, int]]] = {}
+    for (child, fire), run_ids in sorted(groups.items()):
+        facts = JoinFacts(
+            parents=tuple(parents.get(child, ())),
+            succeeded=_succeeded(conn, parents.get(child, ()), fire),
+            failed=min(run_ids) if status == RunStatus.SKIPPED else None,
+            made=_made(conn, child, fire),
+        )
+        decision = join(facts)
+        if decision is None or decision.verdict == Verdict.WAIT:
+            continue
+        written = RunStatus.PENDING if decision.verdict == Verdict.START else RunStatus.SKIPPED
+        text = reason if written == RunStatus.PENDING else decision.reason
+        make.setdefault((written, text), []).append((max(run_ids), child))
+    for (written, text), wanted in make.items():
+        _insert_children(conn, wanted, written, text)
+
+
+def _succeeded(conn: sa.Connection, parents: Sequence[int], fire: datetime) -> frozenset[int]:
+    """Of *parents* (task ids), those with a SUCCESS row of every shard for *fire*."""
+    if not parents:
+        return frozenset()
+    rows = conn.execute(
+        sa.select(d.c.task_id, sa.func.count(sa.distinct(d.c.shard)), sa.func.max(d.c.shards))
+        .where(
+            in_list(d.c.task_id, parents),
+            d.c.fire_time == fire,
+            d.c.status == str(RunStatus.SUCCESS),
+        )
+        .group_by(d.c.task_id)
+    ).all()
+    return frozenset(int(task_id) for task_id, done, shards in rows if done >= shards)
+
+
+def _made(conn: sa.Connection, child: int, fire: datetime) -> bool:
+    """Whether the child task *child* has a row made after its parents for *fire*."""
+    query = sa.select(d.c.id).where(
+        d.c.task_id == child,
+        d.c.fire_time == fire,
+        d.c.triggered_by == str(Trigger.PARENT),
+    )
+    return conn.execute(query.limit(1)).first() is not None
 
 
 def _ancestors(
@@ -108,13 +209,16 @@ def _ancestors(
 
 def _insert_children(
     conn: sa.Connection,
-    parent_ids: Collection[int],
-    refused: Sequence[tuple[int, int]],
-    only_refused: bool,
+    pairs: Sequence[tuple[int, int]],
     status: RunStatus,
     reason: str | None,
 ) -> None:
+    """For each (parent run id, child task id) of *pairs*: a run of the child (each of its
+    shards, when PENDING) with the parent run's ``fire_time``, ``pid`` that run, *status*
+    and *reason*."""
     parent = d.alias("parent")
+    runs = sorted({run_id for run_id, _ in pairs})
+    tasks = sorted({child for _, child in pairs})
     now = db_now()
     select = (
         sa.select(
@@ -130,12 +234,11 @@ def _insert_children(
             now,
             t.c.shards,
         )
-        .join_from(parent, t, t.c.pid == parent.c.task_id)
-        .where(
-            in_list(parent.c.id, parent_ids),
-            status_is(t.c.status, str(TaskStatus.ACTIVE)),
-        )
+        .join_from(parent, t, in_list(t.c.id, tasks))
+        .where(in_list(parent.c.id, runs), status_is(t.c.status, str(TaskStatus.ACTIVE)))
     )
+    if len(runs) * len(tasks) > len(pairs):
+        select = select.where(sa.tuple_(parent.c.id, t.c.id).in_(sorted(set(pairs))))
     most = 1
     if status == RunStatus.PENDING:  # a sharded child runs as one run per shard
         most = conn.scalar(select.with_only_columns(sa.func.max(t.c.shards))) or 1
@@ -146,9 +249,6 @@ def _insert_children(
         select = select.add_columns(numbers.c.n).join(numbers, numbers.c.n < t.c.shards)
     else:
         select = select.add_columns(sa.literal(0, sa.Integer))
-    if refused:
-        pair = sa.tuple_(parent.c.id, t.c.id)
-        select = select.where(pair.in_(refused) if only_refused else pair.not_in(refused))
     columns = [
         "task_id",
         "pid",

@@ -121,7 +121,7 @@ class RunRecovery:
                 if max_recoveries is not None and run.status == RunStatus.RUNNING:
                     crashes += 1
                 if max_recoveries is not None and crashes > max_recoveries:
-                    if _give_up(conn, run, crashes, max_recoveries, now):
+                    if _give_up(self._db, conn, run, crashes, max_recoveries, now):
                         ended.append(run.id)
                     continue
                 why = reason or f"node {run.node_id} declared dead; taken over by {by_node}"
@@ -167,7 +167,9 @@ class RunRecovery:
         return self._db.write("recover_runs", write)
 
 
-def _give_up(conn: sa.Connection, run: HeldRun, crashes: int, limit: int, now: datetime) -> bool:
+def _give_up(
+    db: Database, conn: sa.Connection, run: HeldRun, crashes: int, limit: int, now: datetime
+) -> bool:
     """End a RUNNING run whose node died while running it once too often: FAILED, with its
     task's fail count and its children's SKIPPED rows. False if it changed meanwhile."""
     times = "once" if crashes == 1 else f"{crashes} times"
@@ -189,7 +191,7 @@ def _give_up(conn: sa.Connection, run: HeldRun, crashes: int, limit: int, now: d
     if done.rowcount != 1:
         return False
     conn.execute(t.update().where(t.c.id == run.task_id).values(fail_count=t.c.fail_count + 1))
-    children_of(conn, [run.id], RunStatus.SKIPPED, f"parent run {run.id} failed")
+    children_of(db, conn, [run.id], RunStatus.SKIPPED, f"parent run {run.id} failed")
     return True
 
 

@@ -209,7 +209,7 @@ class RunTransitions:
             won = set(self._db.winners(conn, stmt, d, expected))
             if won:
                 if completing := completing_ids(self._db, conn, [r for r in runs if r.id in won]):
-                    children_of(conn, completing)
+                    children_of(self._db, conn, completing)
                 _write_extras(conn, [row for row in extras if row["rid"] in won])
             return won
 
@@ -241,7 +241,8 @@ class RunTransitions:
                 t.update().where(t.c.id == run.task_id).values(fail_count=t.c.fail_count + 1)
             )
             if retry_in is None:
-                children_of(conn, [run.id], RunStatus.SKIPPED, f"parent run {run.id} failed")
+                why = f"parent run {run.id} failed"
+                children_of(self._db, conn, [run.id], RunStatus.SKIPPED, why)
             else:
                 now = conn.scalar(sa.select(db_now()))
                 new_attempt(
