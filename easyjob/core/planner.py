@@ -211,7 +211,7 @@ def _excluding(
             next_time = schedule.next_after(end - _EPS)
         out.append(_excluded_row(task, gap, counted))
         i = j
-    if next_time == advance.next_start_time and len(out) == len(fires):
+    if out == fires:
         return advance
     return replace(advance, next_start_time=next_time, fires=tuple(out))
 
