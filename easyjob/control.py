@@ -142,9 +142,7 @@ def add_calendar_days(
     return store.calendars.add(name, first, first if last is None else last, note)
 
 
-def remove_calendar_days(
-    store: Store, name: str, days: tuple[date, date] | None = None
-) -> int:
+def remove_calendar_days(store: Store, name: str, days: tuple[date, date] | None = None) -> int:
     """Remove calendar *name*, or only the days *days* (first, last) from it; returns how
     many days it no longer excludes. CalendarNotFoundError when there is no such calendar,
     or it excludes none of *days*: nothing is changed."""

@@ -39,19 +39,19 @@ at ``cap`` fires: a longer gap is found by jumping to its end and its row's coun
 ("more than cap, not counted"); planning it costs about two ``cap`` walks, not one per fire.
 
 Jitter and calendars (:func:`_jittered`, :func:`_excluding`): each PENDING fire of a task
-with ``jitter_ms`` is due its jitter after its fire time (:func:`~easyjob.core.admission.jitter_of`).
-A task with a calendar (``exclude=``) skips the fires on the calendar's days in its time
-zone (:func:`~easyjob.core.admission.excluded_until`): the fires of one excluded stretch are
-one SKIPPED summary row (``missed_count``, ``last_fire_time``, counted up to ``cap`` like a
+with ``jitter_ms`` is due its jitter after its fire time
+(:func:`~easyjob.core.admission.jitter_of`). A task with a calendar (``exclude=``) skips
+the fires on the calendar's days in its time zone
+(:func:`~easyjob.core.admission.excluded_until`): the fires of one excluded stretch are one
+SKIPPED summary row (``missed_count``, ``last_fire_time``, counted up to ``cap`` like a
 missed gap), written when the planner reaches the stretch's first fire; the planning cursor
 then jumps past the stretch, so a long holiday is one row, not one per advance.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 from dataclasses import replace
+from datetime import datetime, timedelta
 
 from easyjob.core.admission import SUPERSEDED, Days, excluded_until, fire_verdict, jitter_of
 from easyjob.core.records import Advance, PlannedFire, TaskRow
@@ -162,7 +162,9 @@ def _plan(
     return Advance(task.id, task.version, after, tuple(planned), task.shards, task.broadcast), False
 
 
-def _due_times(task: TaskRow, schedule: Schedule, fire: datetime) -> tuple[datetime, datetime | None]:
+def _due_times(
+    task: TaskRow, schedule: Schedule, fire: datetime
+) -> tuple[datetime, datetime | None]:
     """When *fire* and its successor are due (their fire times plus their jitter)."""
     successor = schedule.next_after(fire)
     if successor is not None:

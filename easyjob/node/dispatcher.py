@@ -412,7 +412,9 @@ class Dispatcher:
         wait = max(0.0, (run.due_time - now).total_seconds())
         self._metrics.run_started(run.task_name, max(0.0, (now - run.due_time).total_seconds()))
         if run.jitter_ms and run.triggered_by == Trigger.CRON and run.attempt == 1:
-            self._metrics.run_jittered(run.task_name, (run.due_time - run.fire_time).total_seconds())
+            self._metrics.run_jittered(
+                run.task_name, (run.due_time - run.fire_time).total_seconds()
+            )
         at = self._clock.monotonic() + wait
         timeout = run.timeout_ms / 1000 if run.timeout_ms else None
         deadline = None if timeout is None else at + timeout

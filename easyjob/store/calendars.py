@@ -155,8 +155,7 @@ def _missing(conn: sa.Connection, name: str, days: Range | None) -> str:
     if days is None or not exists:
         return f"no calendar named {name!r}"
     return (
-        f"calendar {name!r} excludes none of the days {days[0].isoformat()}.."
-        f"{days[1].isoformat()}"
+        f"calendar {name!r} excludes none of the days {days[0].isoformat()}..{days[1].isoformat()}"
     )
 
 
