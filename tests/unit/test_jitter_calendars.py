@@ -375,3 +375,25 @@ def test_taking_days_out_of_a_range(
 def test_bad_calendar_names(name: object) -> None:
     with pytest.raises(ValueError, match="invalid calendar name"):
         check_calendar_name(name)
+
+
+def _job() -> None:
+    pass
+
+
+def test_the_decorator_takes_jitter_in_seconds_and_a_calendar_name() -> None:
+    from easyjob import scheduled
+    from easyjob.registry import Registry
+
+    registry = Registry()
+    scheduled("0 9 * * *", name="spread", jitter=2.5, exclude="holidays", registry=registry)(_job)
+    (spec,) = registry.resolved()
+    assert (spec.jitter, spec.exclude) == (timedelta(seconds=2.5), "holidays")
+    with pytest.raises(
+        TaskDefinitionError, match="jitter must be seconds or a timedelta, got '5s'"
+    ):
+        scheduled("0 9 * * *", name="bad", jitter="5s", registry=Registry())(_job)  # type: ignore[arg-type]
+    with pytest.raises(
+        TaskDefinitionError, match=r"@scheduled on .*_job: .*jitter 10s must be shorter"
+    ):
+        scheduled(every=10, name="bad", jitter=10, registry=Registry())(_job)
