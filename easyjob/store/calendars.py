@@ -9,7 +9,7 @@ changes: one small read per poll, not one per fire.
 from __future__ import annotations
 
 from collections.abc import Collection
-from datetime import date
+from datetime import date, datetime
 
 import sqlalchemy as sa
 
@@ -141,7 +141,7 @@ def check_calendar_name_or_fail(name: str) -> None:
 def _check(name: str, days: Range) -> None:
     check_calendar_name_or_fail(name)
     first, last = days
-    if not isinstance(first, date) or not isinstance(last, date):
+    if not all(isinstance(d, date) and not isinstance(d, datetime) for d in (first, last)):
         raise ConfigError(f"calendar {name!r}: days must be dates, got {first!r}..{last!r}")
     if last < first:
         raise ConfigError(

@@ -141,3 +141,11 @@ def test_a_calendars_days_are_read_through_its_index(store: Store) -> None:
     plan = _plan(store, statement, params)
     assert "ix_easy_job_calendar_name" in plan, plan
     assert len(store.calendars.days({"cal1", "cal2"})["cal1"]) == 40
+
+
+def test_a_time_is_not_a_day(store: Store) -> None:
+    from datetime import datetime
+
+    with pytest.raises(ConfigError, match="days must be dates, got datetime"):
+        store.calendars.add("h", datetime(2030, 1, 1), date(2030, 1, 1))  # noqa: DTZ001
+    assert store.calendars.version() == (0, 0)

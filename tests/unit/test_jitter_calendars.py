@@ -304,7 +304,7 @@ def test_a_late_skip_task_is_judged_by_the_due_time_of_its_fire() -> None:
         ({"cron": None, "exclude": "h"}, "exclude needs a cron or an interval"),
         ({"cron": None, "every": timedelta(seconds=10), "jitter": 10 * S}, "shorter than"),
         ({"exclude": ""}, "invalid calendar name ''"),
-        ({"exclude": "a..b"}, "invalid calendar name 'a..b'"),
+        ({"exclude": " h"}, "invalid calendar name ' h'"),
     ],
 )
 def test_bad_jitter_or_calendar_is_refused_at_declaration(
@@ -371,7 +371,7 @@ def test_taking_days_out_of_a_range(
     assert without((D - timedelta(5), D + timedelta(5)), taken) == left
 
 
-@pytest.mark.parametrize("name", ["", " x", "x ", "a..b", "x" * 256, 3])
+@pytest.mark.parametrize("name", ["", " x", "x ", "x" * 256, 3, None])
 def test_bad_calendar_names(name: object) -> None:
     with pytest.raises(ValueError, match="invalid calendar name"):
         check_calendar_name(name)
