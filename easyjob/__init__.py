@@ -9,8 +9,11 @@ if TYPE_CHECKING:
     from easyjob.clock import Clock, FakeClock, SystemClock
     from easyjob.context import TaskContext
     from easyjob.control import (
+        add_calendar_days,
         add_schedule,
+        list_calendars,
         pause,
+        remove_calendar_days,
         remove_schedule,
         rerun,
         resume,
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
     from easyjob.core.states import Misfire, Overlap
     from easyjob.decorator import runnable, scheduled
     from easyjob.errors import (
+        CalendarNotFoundError,
         ConfigError,
         CronError,
         DatabaseError,
@@ -47,6 +51,7 @@ __version__ = "0.1.0"
 #: Where each public name lives: imported on first use (PEP 562), so that ``easyjob
 #: --version`` or ``from easyjob import scheduled`` does not import SQLAlchemy and the node.
 _LAZY = {
+    "CalendarNotFoundError": "easyjob.errors",
     "Clock": "easyjob.clock",
     "ConfigError": "easyjob.errors",
     "CronError": "easyjob.errors",
@@ -74,8 +79,11 @@ _LAZY = {
     "TaskNotFoundError": "easyjob.errors",
     "UnknownStrategyError": "easyjob.errors",
     "UnknownTimeZoneError": "easyjob.errors",
+    "add_calendar_days": "easyjob.control",
     "add_schedule": "easyjob.control",
+    "list_calendars": "easyjob.control",
     "pause": "easyjob.control",
+    "remove_calendar_days": "easyjob.control",
     "remove_schedule": "easyjob.control",
     "rerun": "easyjob.control",
     "resume": "easyjob.control",
@@ -87,6 +95,7 @@ _LAZY = {
 
 
 __all__ = [
+    "CalendarNotFoundError",
     "Clock",
     "ConfigError",
     "CronError",
@@ -115,8 +124,11 @@ __all__ = [
     "UnknownStrategyError",
     "UnknownTimeZoneError",
     "__version__",
+    "add_calendar_days",
     "add_schedule",
+    "list_calendars",
     "pause",
+    "remove_calendar_days",
     "remove_schedule",
     "rerun",
     "resume",

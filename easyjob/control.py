@@ -1,17 +1,18 @@
-"""Controlling a running cluster from Python: triggers, cancels, pauses and schedules
-changed at run time.
+"""Controlling a running cluster from Python: triggers, cancels, pauses, schedules
+changed at run time, and calendars of excluded days.
 
 Each function writes to the database only; the nodes see the change at their next poll,
-without a restart. The same operations are ``easyjob trigger``, ``pause``, ``resume`` and
-``schedule``, and the dashboard's actions (``docs/monitoring.md``).
+without a restart. The same operations are ``easyjob trigger``, ``pause``, ``resume``,
+``schedule`` and ``calendar``, and the dashboard's actions (``docs/monitoring.md``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from easyjob.core.calendars import CalendarDay
 from easyjob.core.records import TaskRow
 from easyjob.core.states import TaskStatus
 from easyjob.errors import ConfigError
@@ -22,9 +23,12 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
 __all__ = [
+    "add_calendar_days",
     "add_schedule",
     "cancel",
+    "list_calendars",
     "pause",
+    "remove_calendar_days",
     "remove_schedule",
     "rerun",
     "resume",
@@ -138,3 +142,26 @@ def remove_schedule(store: Store, name: str) -> TaskRow:
     """Remove task *name*, added at run time. See
     :meth:`easyjob.store.contract.ScheduleStore.remove`."""
     return store.schedules.remove(name)
+
+
+def add_calendar_days(
+    store: Store, name: str, first: date, last: date | None = None, *, note: str | None = None
+) -> CalendarDay:
+    """Exclude the days *first* to *last* (inclusive; default *first* alone) in calendar
+    *name*, created by its first days. Tasks declared with ``exclude=name`` skip their fires
+    on those days (in their own time zone) from their next fire planned. ConfigError for a
+    bad name or a range that ends before it starts: nothing is written."""
+    return store.calendars.add(name, first, first if last is None else last, note)
+
+
+def remove_calendar_days(store: Store, name: str, days: tuple[date, date] | None = None) -> int:
+    """Remove calendar *name*, or only the days *days* (first, last) from it; returns how
+    many days it no longer excludes. CalendarNotFoundError when there is no such calendar,
+    or it excludes none of *days*: nothing is changed."""
+    return store.calendars.remove(name, days)
+
+
+def list_calendars(store: Store, name: str | None = None) -> list[CalendarDay]:
+    """The ranges of days calendar *name* excludes (every calendar's when None), by name
+    and first day; CalendarNotFoundError for an unknown *name*."""
+    return store.calendars.list(name)

@@ -53,6 +53,8 @@ def scheduled(
     shards: int = 1,
     broadcast: bool = False,
     executor: str | None = None,
+    jitter: Seconds = 0,
+    exclude: str | None = None,
     registry: Registry | None = None,
 ) -> Callable[[F], F]: ...
 
@@ -84,6 +86,8 @@ def scheduled(
     shards: int = 1,
     broadcast: bool = False,
     executor: str | None = None,
+    jitter: Seconds = 0,
+    exclude: str | None = None,
     registry: Registry | None = None,
 ) -> Callable[[F], F] | F:
     """Mark a function as a task that runs on *cron*, every *every*, after each success of
@@ -118,6 +122,11 @@ def scheduled(
     *executor* (``"thread"`` or ``"process"``; None: the node's ``--executor``) says where
     its runs are called: ``"process"`` calls each in a warm child process, so a timeout kills
     it and a crash fails only the run (see ``docs/policies.md``).
+    *jitter* (seconds) delays each fire of its cron or interval by a delay drawn once per
+    fire, the same on every node, from 0 up to (not including) *jitter*: the run is due
+    then, never earlier, and lateness is measured from there. *exclude* names a calendar
+    (``easyjob calendar add NAME DAY``): fires on its days, in *tz*, are skipped, each
+    stretch of them recorded as one SKIPPED row (see ``docs/policies.md``).
     ``@scheduled`` without parentheses is ``@scheduled()``.
     """
     if callable(cron):
@@ -158,6 +167,8 @@ def scheduled(
                 accepts=(accepts,) if isinstance(accepts, str) else tuple(accepts),
                 shards=shards,
                 broadcast=broadcast,
+                jitter=_seconds(jitter, "jitter"),
+                exclude=exclude,
             )
             hooks = _hooks(
                 on_success=on_success,

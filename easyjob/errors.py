@@ -18,6 +18,7 @@
     │       └── SchemaTooNewError                newer, not compatible: upgrade easyjob
     ├── TaskNotFoundError (LookupError)          no task of that name
     ├── RunNotFoundError (LookupError)           no run of that id
+    ├── CalendarNotFoundError (LookupError)      no calendar of that name
     └── NotRunnableError (LookupError)           no live node's code can run that function
 
 Every error names the offending value with ``!r`` and chains its cause.
@@ -29,6 +30,7 @@ dialects read differently.
 from __future__ import annotations
 
 __all__ = [
+    "CalendarNotFoundError",
     "ConfigError",
     "CronDialectWarning",
     "CronError",
@@ -117,6 +119,10 @@ class TaskNotFoundError(EasyJobError, LookupError):
 
 class RunNotFoundError(EasyJobError, LookupError):
     """No run with the given id is in the database."""
+
+
+class CalendarNotFoundError(EasyJobError, LookupError):
+    """No calendar of that name (it has no day stored), or not the days asked for."""
 
 
 class NotRunnableError(EasyJobError, LookupError):

@@ -17,6 +17,18 @@ CREATE TABLE easy_job_audit (
 
 CREATE INDEX ix_easy_job_audit_at ON easy_job_audit (at);
 
+CREATE TABLE easy_job_calendar (
+	id BIGINT NOT NULL AUTO_INCREMENT,
+	name VARCHAR(255) NOT NULL,
+	first_day DATE NOT NULL,
+	last_day DATE NOT NULL,
+	note VARCHAR(1000),
+	create_time DATETIME(6) NOT NULL,
+	PRIMARY KEY (id)
+)COMMENT='Calendars: one row per range of days (first_day..last_day, inclusive) a named calendar excludes; tasks declared with exclude=NAME skip their fires on those days.';
+
+CREATE INDEX ix_easy_job_calendar_name ON easy_job_calendar (name, first_day);
+
 CREATE TABLE easy_job_catalog (
 	catalog VARCHAR(64) NOT NULL,
 	body MEDIUMTEXT NOT NULL,
@@ -88,6 +100,8 @@ CREATE TABLE easy_job_task (
 	declared VARCHAR(512),
 	shards INTEGER NOT NULL DEFAULT 1,
 	broadcast BOOL NOT NULL DEFAULT false,
+	jitter_ms BIGINT NOT NULL DEFAULT 0,
+	exclude_calendar VARCHAR(255),
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 )COMMENT='One row per task (a named function with a schedule); cron fires are made from it.';
@@ -122,6 +136,7 @@ CREATE TABLE easy_job_task_detail (
 	shard INTEGER NOT NULL DEFAULT 0,
 	shards INTEGER NOT NULL DEFAULT 1,
 	target_node VARCHAR(128),
+	jitter_ms BIGINT,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 )COMMENT='One row per attempt of a fire (the run history); claimed by version-checked UPDATEs.';

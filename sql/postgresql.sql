@@ -17,6 +17,18 @@ CREATE TABLE easy_job_audit (
 
 CREATE INDEX ix_easy_job_audit_at ON easy_job_audit (at);
 
+CREATE TABLE easy_job_calendar (
+	id BIGSERIAL NOT NULL,
+	name VARCHAR(255) NOT NULL,
+	first_day DATE NOT NULL,
+	last_day DATE NOT NULL,
+	note VARCHAR(1000),
+	create_time TIMESTAMP WITHOUT TIME ZONE NOT NULL,
+	PRIMARY KEY (id)
+);
+
+CREATE INDEX ix_easy_job_calendar_name ON easy_job_calendar (name, first_day);
+
 CREATE TABLE easy_job_catalog (
 	catalog VARCHAR(64) NOT NULL,
 	body TEXT NOT NULL,
@@ -88,6 +100,8 @@ CREATE TABLE easy_job_task (
 	declared VARCHAR(512),
 	shards INTEGER DEFAULT 1 NOT NULL,
 	broadcast BOOLEAN DEFAULT false NOT NULL,
+	jitter_ms BIGINT DEFAULT 0 NOT NULL,
+	exclude_calendar VARCHAR(255),
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 );
@@ -122,6 +136,7 @@ CREATE TABLE easy_job_task_detail (
 	shard INTEGER DEFAULT 0 NOT NULL,
 	shards INTEGER DEFAULT 1 NOT NULL,
 	target_node VARCHAR(128),
+	jitter_ms BIGINT,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 );

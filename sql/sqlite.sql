@@ -16,6 +16,17 @@ CREATE TABLE easy_job_audit (
 
 CREATE INDEX ix_easy_job_audit_at ON easy_job_audit (at);
 
+CREATE TABLE easy_job_calendar (
+	id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
+	name VARCHAR(255) NOT NULL,
+	first_day DATE NOT NULL,
+	last_day DATE NOT NULL,
+	note VARCHAR(1000),
+	create_time DATETIME NOT NULL
+);
+
+CREATE INDEX ix_easy_job_calendar_name ON easy_job_calendar (name, first_day);
+
 CREATE TABLE easy_job_catalog (
 	catalog VARCHAR(64) NOT NULL,
 	body TEXT NOT NULL,
@@ -87,6 +98,8 @@ CREATE TABLE easy_job_task (
 	declared VARCHAR(512),
 	shards INTEGER DEFAULT 1 NOT NULL,
 	broadcast BOOLEAN DEFAULT 0 NOT NULL,
+	jitter_ms BIGINT DEFAULT 0 NOT NULL,
+	exclude_calendar VARCHAR(255),
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 );
 
@@ -120,6 +133,7 @@ CREATE TABLE easy_job_task_detail (
 	shard INTEGER DEFAULT 0 NOT NULL,
 	shards INTEGER DEFAULT 1 NOT NULL,
 	target_node VARCHAR(128),
+	jitter_ms BIGINT,
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 );
 

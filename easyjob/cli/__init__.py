@@ -10,7 +10,9 @@ Exit codes (also in ``docs/cli.md``):
 3      the database cannot be used: unreachable, easyjob tables missing or of another schema
        version (DatabaseError), or a database error that outlasted the retries
 4      no task of the given name (TaskNotFoundError): ``trigger``, ``pause``, ``resume``,
-       ``history --task``; no run of the given id (RunNotFoundError): ``cancel``
+       ``history --task``; no run of the given id (RunNotFoundError): ``cancel``; no
+       calendar of the given name, or not the days given (CalendarNotFoundError):
+       ``calendar remove``, ``calendar list NAME``
 5      ``trigger`` made the run, but no live node can run the task: it waits PENDING
        until a node whose code declares the task (or allows its function with
        ``@runnable``) starts (a warning on stderr says so)
@@ -34,6 +36,7 @@ from collections.abc import Callable, Sequence
 from easyjob import logs
 from easyjob.cli.options import build_parser
 from easyjob.errors import (
+    CalendarNotFoundError,
     ConfigError,
     DatabaseError,
     NotRunnableError,
@@ -79,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.setup(args.log_level, args.log_format)
     try:
         return _command(args.command)(args)
-    except (TaskNotFoundError, RunNotFoundError) as err:
+    except (TaskNotFoundError, RunNotFoundError, CalendarNotFoundError) as err:
         return _fail(err, EXIT_NO_TASK)
     except NotRunnableError as err:
         return _fail(err, EXIT_NO_NODE_CAN_RUN)

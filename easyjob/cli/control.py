@@ -1,4 +1,5 @@
-"""``easyjob trigger`` and ``easyjob schedule add|set|remove``: their options and commands."""
+"""``easyjob trigger`` and ``easyjob schedule add|set|remove``: their options and commands
+(and ``easyjob calendar``'s entry point, :mod:`easyjob.cli.calendar`)."""
 
 from __future__ import annotations
 
@@ -245,9 +246,16 @@ def cancel(args: argparse.Namespace) -> int:
     return EXIT_OK if found.cancelled else EXIT_ENDED
 
 
+def calendar(args: argparse.Namespace) -> int:
+    from easyjob.cli.calendar import calendar as run
+
+    return run(args)
+
+
 #: The commands defined here, by name (see :data:`easyjob.cli.commands.COMMANDS`).
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "trigger": trigger,
     "cancel": cancel,
     "schedule": schedule,
+    "calendar": calendar,
 }

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from easyjob.cli.calendar import add_calendar_parser
 from easyjob.cli.control import add_cancel_parser, add_schedule_parser, add_trigger_parser
 from easyjob.core.config import NodeConfig
 from easyjob.core.settings import (
@@ -448,6 +449,7 @@ def build_parser(version: str) -> argparse.ArgumentParser:
     add_trigger_parser(sub, _command, option)
     add_cancel_parser(sub, _command, positive_int)
     add_schedule_parser(sub, _command, option, positive_int)
+    add_calendar_parser(sub, _command, option)
     for name, what in (
         ("pause", "stop making and starting fires of a task"),
         ("resume", "make fires of a paused task again"),

@@ -95,6 +95,8 @@ RUN_COLUMNS = (
     Column("attempt", right=True),
     Column("triggered_by"),
     Column("node_id"),
+    Column("jitter_s", seconds, right=True),
+    Column("late_s", seconds, right=True),
     Column("duration_s", seconds, right=True),
     Column("result", compact_json(30)),
     Column("error_msg", first_line(60)),

@@ -39,6 +39,17 @@ nothing more for that fire time. The store asks it under a lock on the child's t
 
 Time: a run is never started before its due time; the loader claims it at most ``lead``
 before, and waits otherwise (``WAIT`` with the time to come back).
+
+Jitter (:func:`jitter_of`): a task with ``jitter=`` has each cron or interval fire due a
+delay after its fire time, ``0 <= delay < jitter``, drawn from a hash of the task's id and
+the fire time: every node that writes or reads the fire computes the same delay, and the
+run's ``due_time`` is the fire time plus it (never earlier). Lateness and the misfire grace
+are measured from that due time, so a run is never late because of its jitter; a fire is
+superseded once its successor's *due* time has come.
+
+Calendars (:func:`excluded_until`): a fire whose day, in its task's time zone, is one of
+the days its calendar excludes is not run; the planner records the fires of one excluded
+stretch as one SKIPPED row (:mod:`easyjob.core.planner`).
 """
 
 from __future__ import annotations
@@ -47,9 +58,10 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 from functools import lru_cache
+from zoneinfo import ZoneInfo
 
 from easyjob.core.records import ORIGIN_RUNTIME, Candidate, Run
 from easyjob.core.schedule import Schedule, build_schedule
@@ -58,6 +70,7 @@ from easyjob.core.states import Misfire, Overlap, Trigger
 __all__ = [
     "SUPERSEDED",
     "Catalog",
+    "Days",
     "Decision",
     "JoinFacts",
     "RunFacts",
@@ -65,9 +78,11 @@ __all__ = [
     "Verdict",
     "admit",
     "declares",
+    "excluded_until",
     "exclusive",
     "facts_of",
     "fire_verdict",
+    "jitter_of",
     "join",
     "misfire",
     "on_busy",
@@ -166,6 +181,9 @@ class RunFacts:
     grace: timedelta
     overlap: Overlap = Overlap.SERIAL
     schedule: Schedule | None = None
+    #: the task's id and ``jitter_ms``: the due time of its successor (see :func:`jitter_of`)
+    task_id: int = 0
+    jitter_ms: int = 0
 
 
 def misfire(run: RunFacts, now: datetime) -> Decision | None:
@@ -186,16 +204,20 @@ def misfire(run: RunFacts, now: datetime) -> Decision | None:
 
 
 def _successor(run: RunFacts) -> datetime | None:
-    """The fire that supersedes *run*: the next fire of its schedule, when *run* is a fire of
-    that schedule (a cron or interval fire, or a retry or recovery of one; a trigger's time
-    is not on the schedule, and a child is never superseded); else None."""
+    """When the fire that supersedes *run* is due: the next fire of its schedule (plus its
+    jitter), when *run* is a fire of that schedule (a cron or interval fire, or a retry or
+    recovery of one; a trigger's time is not on the schedule, and a child is never
+    superseded); else None."""
     if run.schedule is None or run.triggered_by in (Trigger.PARENT, Trigger.MANUAL):
         return None
     if run.triggered_by != Trigger.CRON and run.schedule.fires_between(
         run.fire_time, run.fire_time, limit=1
     ) != [run.fire_time]:
         return None
-    return run.schedule.next_after(run.fire_time)
+    successor = run.schedule.next_after(run.fire_time)
+    if successor is None:
+        return None
+    return successor + jitter_of(run.task_id, successor, run.jitter_ms)
 
 
 def start_deadline(run: RunFacts) -> datetime | None:
@@ -216,7 +238,8 @@ def start_deadline(run: RunFacts) -> datetime | None:
 def fire_verdict(
     policy: Misfire, grace: timedelta, fire: datetime, successor: datetime | None, now: datetime
 ) -> Decision | None:
-    """:func:`misfire` for a fire the planner is about to write: MISS or None (run it)."""
+    """:func:`misfire` for a fire the planner is about to write: MISS or None (run it).
+    *fire* and *successor* are due times (a fire time plus its jitter)."""
     if successor is not None and successor <= now and policy != Misfire.CATCH_UP:
         return Decision(Verdict.MISS, superseded_reason(policy))
     late = now - fire
@@ -309,6 +332,8 @@ def facts_of(run: Candidate | Run) -> RunFacts:
         grace=run.grace,
         overlap=run.overlap,
         schedule=_stored_schedule(run.schedule_key),
+        task_id=run.task_id,
+        jitter_ms=run.jitter_ms,
     )
 
 
@@ -320,3 +345,36 @@ def _stored_schedule(key: ScheduleKey) -> Schedule | None:
         return schedule_of(key)
     except Exception:  # a bad row must not stop the admission of every other task's runs
         return None
+
+
+def jitter_of(task_id: int, fire: datetime, jitter_ms: int) -> timedelta:
+    """The jitter of task *task_id*'s fire at *fire*: whole milliseconds in
+    ``[0, jitter_ms)`` (zero when *jitter_ms* is 0), drawn from a hash of the two, so every
+    node computes the same delay for the same fire, and fires spread evenly over the range."""
+    if jitter_ms <= 0:
+        return timedelta(0)
+    seed = f"{task_id}:{fire.astimezone(UTC).isoformat()}".encode()
+    drawn = int.from_bytes(hashlib.sha256(seed).digest()[:8], "big")
+    return timedelta(milliseconds=drawn % jitter_ms)
+
+
+#: A calendar's excluded days: ``(first_day, last_day)`` ranges, each inclusive.
+Days = Sequence[tuple[date, date]]
+
+
+def excluded_until(days: Days, fire: datetime, tz: str) -> datetime | None:
+    """When *fire* falls, in time zone *tz*, on a day of *days*: the end of the excluded
+    stretch it falls in (UTC: the start of the first local day after it that *days* does not
+    exclude; ranges that overlap or touch make one stretch). None when the day is not
+    excluded. The start of a local day is its midnight, or the first instant after it when
+    midnight does not exist (a DST gap at midnight)."""
+    zone = ZoneInfo(tz)
+    day = fire.astimezone(zone).date()
+    if not any(first <= day <= last for first, last in days):
+        return None
+    end = day
+    for first, last in sorted(days):
+        if first <= end + timedelta(days=1) and last > end:
+            end = last
+    after = end + timedelta(days=1)
+    return datetime.combine(after, time(0), zone).astimezone(UTC)

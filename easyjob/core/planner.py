@@ -37,13 +37,23 @@ MISSED fires of one gap are one *summary* row (``fire_time`` the first, ``last_f
 the last, ``missed_count`` how many). Counting walks the schedule fire by fire, so it stops
 at ``cap`` fires: a longer gap is found by jumping to its end and its row's count is NULL
 ("more than cap, not counted"); planning it costs about two ``cap`` walks, not one per fire.
+
+Jitter and calendars (:func:`_jittered`, :func:`_excluding`): each PENDING fire of a task
+with ``jitter_ms`` is due its jitter after its fire time
+(:func:`~easyjob.core.admission.jitter_of`). A task with a calendar (``exclude=``) skips
+the fires on the calendar's days in its time zone
+(:func:`~easyjob.core.admission.excluded_until`): the fires of one excluded stretch are one
+SKIPPED summary row (``missed_count``, ``last_fire_time``, counted up to ``cap`` like a
+missed gap), written when the planner reaches the stretch's first fire; the planning cursor
+then jumps past the stretch, so a long holiday is one row, not one per advance.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
-from easyjob.core.admission import SUPERSEDED, fire_verdict
+from easyjob.core.admission import SUPERSEDED, Days, excluded_until, fire_verdict, jitter_of
 from easyjob.core.records import Advance, PlannedFire, TaskRow
 from easyjob.core.schedule import Schedule
 from easyjob.core.states import Misfire, RunStatus
@@ -62,6 +72,7 @@ def plan_advance(
     cap: int = 5000,
     ahead: int = 1,
     until: datetime | None = None,
+    excluded: Days | None = None,
 ) -> tuple[Advance, bool]:
     """The advance of *task* at database time *now* up to *horizon*, and whether fires beyond
     *cap* remain (the caller should plan again soon rather than wait for its next poll).
@@ -71,12 +82,22 @@ def plan_advance(
     the module docstring, "Planning ahead"), unless that would finish the task.
 
     A task with ``max_runs`` gets at most that many fires to run (PENDING rows, counted in
-    its ``fire_count``) in all: the advance that writes the last one finishes the task."""
+    its ``fire_count``) in all: the advance that writes the last one finishes the task.
+
+    *excluded* holds the days of the task's calendar (None: no calendar, or none stored):
+    its fires on those days are SKIPPED (see the module docstring)."""
+
+    def plan(ahead_until: tuple[int, datetime] | None) -> tuple[Advance, bool]:
+        advance, more = _plan(task, schedule, now, horizon, cap, ahead_until)
+        if excluded:
+            advance = _excluding(task, schedule, advance, excluded, cap)
+        return _limited(task, _jittered(task, advance), more)
+
     if task.broadcast or until is None or until <= horizon or ahead <= 1:
-        return _limited(task, *_plan(task, schedule, now, horizon, cap, None))
-    advance, more = _limited(task, *_plan(task, schedule, now, horizon, cap, (ahead, until)))
+        return plan(None)
+    advance, more = plan((ahead, until))
     if advance.next_start_time is None:  # would finish the task: only the look-ahead
-        return _limited(task, *_plan(task, schedule, now, horizon, cap, None))
+        return plan(None)
     return advance, more
 
 
@@ -127,7 +148,7 @@ def _plan(
     # admission rule misses it (skip, past the grace)
     keep: datetime | None = due[-1]
     missed = due[:-1]
-    if fire_verdict(task.misfire, grace, due[-1], schedule.next_after(due[-1]), now) is not None:
+    if fire_verdict(task.misfire, grace, *_due_times(task, schedule, due[-1]), now) is not None:
         keep, missed = None, due
     planned: list[PlannedFire] = []
     if missed:
@@ -139,6 +160,74 @@ def _plan(
     # writes no row for a fire it would only miss
     after = schedule.next_after(now)
     return Advance(task.id, task.version, after, tuple(planned), task.shards, task.broadcast), False
+
+
+def _due_times(
+    task: TaskRow, schedule: Schedule, fire: datetime
+) -> tuple[datetime, datetime | None]:
+    """When *fire* and its successor are due (their fire times plus their jitter)."""
+    successor = schedule.next_after(fire)
+    if successor is not None:
+        successor += jitter_of(task.id, successor, task.jitter_ms)
+    return fire + jitter_of(task.id, fire, task.jitter_ms), successor
+
+
+def _jittered(task: TaskRow, advance: Advance) -> Advance:
+    """*advance* with each PENDING fire due its jitter after its fire time."""
+    if task.jitter_ms <= 0:
+        return advance
+    fires = tuple(
+        replace(f, jitter=jitter_of(task.id, f.fire_time, task.jitter_ms))
+        if f.status == RunStatus.PENDING
+        else f
+        for f in advance.fires
+    )
+    return replace(advance, fires=fires)
+
+
+def _excluding(
+    task: TaskRow, schedule: Schedule, advance: Advance, days: Days, cap: int
+) -> Advance:
+    """*advance* with its PENDING fires on excluded *days* replaced by one SKIPPED row per
+    excluded stretch; a stretch that goes on past the fires planned is recorded whole and
+    the advance moves on to the first fire after it."""
+    fires = list(advance.fires)
+    out: list[PlannedFire] = []
+    next_time = advance.next_start_time
+    i = 0
+    while i < len(fires):
+        fire = fires[i]
+        end = None
+        if fire.status == RunStatus.PENDING:
+            end = excluded_until(days, fire.fire_time, task.tz)
+        if end is None:
+            out.append(fire)
+            i += 1
+            continue
+        j = i
+        while j < len(fires) and fires[j].status == RunStatus.PENDING and fires[j].fire_time < end:
+            j += 1
+        gap, counted = [f.fire_time for f in fires[i:j]], True
+        if j == len(fires) and next_time is not None and next_time < end:
+            gap, counted = _late_fires(schedule, fire.fire_time, end - _EPS, cap)
+            next_time = schedule.next_after(end - _EPS)
+        out.append(_excluded_row(task, gap, counted))
+        i = j
+    if out == fires:
+        return advance
+    return replace(advance, next_start_time=next_time, fires=tuple(out))
+
+
+def _excluded_row(task: TaskRow, gap: list[datetime], counted: bool) -> PlannedFire:
+    first, last = gap[0], gap[-1]
+    if not counted:
+        what = f"fires from {_iso(first)} to {_iso(last)} (too many to count)"
+    elif len(gap) == 1:
+        what = f"1 fire at {_iso(first)}"
+    else:
+        what = f"{len(gap)} fires from {_iso(first)} to {_iso(last)}"
+    reason = f"skipped {what}: excluded by calendar {task.exclude_calendar!r} ({task.tz})"
+    return PlannedFire(first, RunStatus.SKIPPED, reason, len(gap) if counted else None, last)
 
 
 def _in_chunks(

@@ -78,6 +78,10 @@ class TaskSpec:
     shards: int = 1
     broadcast: bool = False
     parents: tuple[str, ...] = ()
+    #: each fire is due a delay in [0, jitter) after its fire time (see admission.jitter_of)
+    jitter: timedelta = timedelta(0)
+    #: the calendar (``easy_job_calendar.name``) whose days this task's fires skip
+    exclude: str | None = None
 
     def __post_init__(self) -> None:
         from easyjob.core.cron import CronSchedule, parse_tz
@@ -85,6 +89,7 @@ class TaskSpec:
         what = f"task {shown(self.name)}"
         _check_parents(self, what)
         _check_schedule(self, what)
+        _check_jitter_and_calendar(self, what)
         if not isinstance(self.name, str) or not self.name or len(self.name) > _MAX_NAME:
             raise TaskDefinitionError(
                 f"invalid task name {shown(self.name)}: 1-{_MAX_NAME} characters"
@@ -175,6 +180,8 @@ class TaskSpec:
             "kwargs": dict(self.kwargs),
             "shards": self.shards,
             "broadcast": self.broadcast,
+            "jitter_ms": _ms(self.jitter),
+            "exclude_calendar": self.exclude,
         }
 
 
@@ -235,6 +242,34 @@ def _check_schedule(spec: TaskSpec, what: str) -> None:
         if not isinstance(name, str) or not name.isidentifier():
             raise TaskDefinitionError(f"{what}: accepts names an invalid argument {name!r}")
     object.__setattr__(spec, "accepts", tuple(sorted(set(accepts))))
+
+
+def _check_jitter_and_calendar(spec: TaskSpec, what: str) -> None:
+    """``jitter`` (a timedelta of whole milliseconds, >= 0, shorter than an interval) and
+    ``exclude`` (a calendar name) of *spec*; both need a cron or an interval."""
+    from easyjob.core.calendars import check_calendar_name
+
+    jitter = spec.jitter
+    if not isinstance(jitter, timedelta) or jitter < timedelta(0):
+        raise TaskDefinitionError(f"{what}: jitter must be seconds >= 0, got {jitter!r}")
+    if jitter % timedelta(milliseconds=1):
+        raise TaskDefinitionError(
+            f"{what}: jitter must be a whole number of milliseconds, got {jitter!r}"
+        )
+    scheduled = spec.cron is not None or spec.every is not None
+    for name, value in (("jitter", jitter or None), ("exclude", spec.exclude)):
+        if value is not None and (not scheduled or spec.parent is not None):
+            raise TaskDefinitionError(f"{what}: {name} needs a cron or an interval")
+    if spec.every is not None and jitter >= spec.every:
+        raise TaskDefinitionError(
+            f"{what}: jitter {jitter.total_seconds():g}s must be shorter than the interval "
+            f"{spec.every.total_seconds():g}s (a fire's successor would be due first)"
+        )
+    if spec.exclude is not None:
+        try:
+            check_calendar_name(spec.exclude)
+        except ValueError as err:
+            raise TaskDefinitionError(f"{what}: exclude: {err}") from None
 
 
 def _enum(kind: type[Misfire] | type[Overlap], value: Any, what: str, name: str) -> Any:
@@ -303,6 +338,8 @@ class TaskRow:
 
     shards: int = 1
     broadcast: bool = False
+    jitter_ms: int = 0
+    exclude_calendar: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> TaskRow:
@@ -324,6 +361,13 @@ class PlannedFire:
     #: ``last_fire_time`` (None: the row is one fire).
     missed_count: int | None = None
     last_fire_time: datetime | None = None
+    #: due this long after ``fire_time`` (the task's jitter: ``easy_job_task_detail.jitter_ms``)
+    jitter: timedelta = timedelta(0)
+
+    @property
+    def due_time(self) -> datetime:
+        """When the fire may start: its fire time plus its jitter."""
+        return self.fire_time + self.jitter
 
 
 @dataclass(frozen=True)
@@ -350,6 +394,8 @@ class _TaskSchedule:
     anchor_time: datetime | None = None
     starts_at: datetime | None = None
     ends_at: datetime | None = None
+    #: the task's ``jitter_ms`` (when a fire's successor is due: admission.jitter_of)
+    jitter_ms: int = 0
 
     @property
     def schedule_key(self) -> tuple[Any, ...]:
@@ -523,3 +569,5 @@ class HistoryRow:
     target_node: str | None = None
     #: the arguments a trigger passed (None for other runs)
     kwargs: dict[str, Any] | None = None
+    #: how long after ``fire_time`` the fire was due, its task's jitter (None: no jitter)
+    jitter_ms: int | None = None

@@ -40,7 +40,7 @@ from easyjob.core.admission import Verdict, admit, exclusive, facts_of, misfire,
 from easyjob.core.config import NodeConfig
 from easyjob.core.outcome import Outcome
 from easyjob.core.records import Run
-from easyjob.core.states import RunStatus
+from easyjob.core.states import RunStatus, Trigger
 from easyjob.events import EventKind, RunEvent
 from easyjob.node.executor import CancelFlag, JobRunner
 from easyjob.node.hooks import Hooks
@@ -411,6 +411,10 @@ class Dispatcher:
         (at once if that has come by database time *now*)."""
         wait = max(0.0, (run.due_time - now).total_seconds())
         self._metrics.run_started(run.task_name, max(0.0, (now - run.due_time).total_seconds()))
+        if run.jitter_ms and run.triggered_by == Trigger.CRON and run.attempt == 1:
+            self._metrics.run_jittered(
+                run.task_name, (run.due_time - run.fire_time).total_seconds()
+            )
         at = self._clock.monotonic() + wait
         timeout = run.timeout_ms / 1000 if run.timeout_ms else None
         deadline = None if timeout is None else at + timeout

@@ -11,7 +11,8 @@ declared (or a schedule added at run time for a function its code allowed with
 ``@runnable``). A row it cannot plan (another node's code, a bad cron or zone edited into
 the row, a write the database refuses) is set aside, reported once per change of the row and
 looked at again every 10 s (:mod:`easyjob.node.unplannable`): one task's problem never
-stops the others' planning.
+stops the others' planning. The days of the calendars that due tasks exclude come from
+:mod:`easyjob.node.calendars` (read again only when a calendar changed).
 
 Planning runs on its own thread beside the loader's claims: each is a round trip to the
 database at a time, so a node that did both in turn could do neither at the pace of a
@@ -31,6 +32,7 @@ from easyjob.core.planner import plan_advance
 from easyjob.core.records import Advance, TaskRow
 from easyjob.core.schedule import Schedule
 from easyjob.core.states import RunStatus
+from easyjob.node.calendars import Calendars
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
@@ -70,6 +72,7 @@ class Planner(Loop):
         self._metrics = metrics
         self._on_planned = on_planned
         self._unplannable = Unplannable(log)
+        self._calendars = Calendars(store, log)
         self._wrote = False
         self._schedules: dict[tuple[object, ...], Schedule | None] = {}
 
@@ -102,6 +105,7 @@ class Planner(Loop):
         )
         if me in live and not uniform:  # nodes declare different tasks: ask per task
             due = [t for t in due if self._owns(t) or _before(t.next_start_time, overdue_before)]
+        self._calendars.refresh(due)
         advances: list[Advance] = []
         backlog = False
         for task in due:
@@ -140,7 +144,13 @@ class Planner(Loop):
                 return None, False
             until = now + self._config.plan_until
             return plan_advance(
-                task, schedule, now, horizon, ahead=self._config.plan_ahead, until=until
+                task,
+                schedule,
+                now,
+                horizon,
+                ahead=self._config.plan_ahead,
+                until=until,
+                excluded=self._calendars.days(task),
             )
         except Exception as err:  # one task's bad row must not stop the others' planning
             self._unplannable.add(task, now, f"{type(err).__name__}: {err}", logging.ERROR)

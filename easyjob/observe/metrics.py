@@ -40,6 +40,7 @@ DEFAULT_TASK_LABELS = 50
 OTHER = "other"  # the task label of every task past the first DEFAULT_TASK_LABELS
 
 LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+JITTER_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800)
 
 
@@ -63,6 +64,10 @@ class Metrics:
 
     def run_started(self, task: str, lateness_s: float) -> None:
         """A run's function is about to be called, *lateness_s* after its due time."""
+
+    def run_jittered(self, task: str, jitter_s: float) -> None:
+        """A run of a fire of a task with ``jitter=`` started: its fire was due *jitter_s*
+        after its fire time (apart from its lateness, which is counted from its due time)."""
 
     def run_finished(self, task: str, outcome: str, duration_s: float) -> None:
         """A run's function returned (``success``) or raised (``failure``)."""
@@ -98,11 +103,20 @@ NO_METRICS = Metrics()
 class _Series:
     """The metric children of one task label, looked up once and kept."""
 
-    __slots__ = ("cancelled", "duration", "finished", "lateness", "misfires", "started")
+    __slots__ = (
+        "cancelled",
+        "duration",
+        "finished",
+        "label",
+        "lateness",
+        "misfires",
+        "started",
+    )
 
     def __init__(self, metrics: NodeMetrics, label: str) -> None:
         self.started = metrics.runs_started.labels(label)
         self.lateness = metrics.lateness.labels(label)
+        self.label = label
         self.duration = metrics.duration.labels(label)
         self.misfires = metrics.misfires.labels(label)
         self.cancelled = metrics.cancels.labels(label)
@@ -136,6 +150,13 @@ class NodeMetrics(Metrics):
             "Start of a run's function after its due time (database time)",
             ["task"],
             buckets=LATENESS_BUCKETS,
+            registry=r,
+        )
+        self.jitter = Histogram(
+            "easyjob_run_jitter_seconds",
+            "A fire's jitter: its due time after its fire time (tasks with jitter=)",
+            ["task"],
+            buckets=JITTER_BUCKETS,
             registry=r,
         )
         self.duration = Histogram(
@@ -197,6 +218,10 @@ class NodeMetrics(Metrics):
         series = self._for(task)
         series.started.inc()
         series.lateness.observe(max(0.0, lateness_s))
+
+    def run_jittered(self, task: str, jitter_s: float) -> None:
+        # its series exist for tasks with jitter= only (looked up per run: a few microseconds)
+        self.jitter.labels(self._for(task).label).observe(jitter_s)
 
     def run_finished(self, task: str, outcome: str, duration_s: float) -> None:
         series = self._for(task)

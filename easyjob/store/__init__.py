@@ -6,8 +6,8 @@ together: ``store.tasks`` (registration, due polling, schedule advances), ``stor
 (claims and every later, version-checked transition), ``store.nodes`` (heartbeats, liveness
 in database time), ``store.history``, ``store.views`` (the dashboard's reads),
 ``store.summary`` (``easyjob status``), ``store.progress`` (runs held past due, for health),
-``store.cancels`` (cancel requests), ``store.bench`` (``easyjob bench``) and ``store.audit``
-(the operators' actions).
+``store.cancels`` (cancel requests), ``store.bench`` (``easyjob bench``), ``store.audit``
+(the operators' actions) and ``store.calendars`` (calendars of excluded days).
 
 Outside this package, code imports only this module and :mod:`easyjob.store.contract`.
 """
@@ -21,6 +21,7 @@ from easyjob.errors import SchemaMissingError
 from easyjob.store import contract
 from easyjob.store.audit import AuditStore
 from easyjob.store.bench import BenchStore
+from easyjob.store.calendars import CalendarStore
 from easyjob.store.cancels import CancelStore
 from easyjob.store.database import Database
 from easyjob.store.engine import dialect_of, normalize_url, safe_url
@@ -70,6 +71,7 @@ class Store:
         self.progress = ProgressStore(db)
         self.cancels = CancelStore(db)
         self.audit = AuditStore(db)
+        self.calendars = CalendarStore(db)
 
     @classmethod
     def open(cls, url: str, *, create: bool = False, **options: Any) -> Store:

@@ -49,10 +49,11 @@ Errors
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from easyjob.core.admission import Catalog
+from easyjob.core.calendars import CalendarDay
 from easyjob.core.records import (
     Advance,
     Candidate,
@@ -620,6 +621,33 @@ class AuditStore(Protocol):
         ...
 
 
+class CalendarStore(Protocol):
+    """Calendars of excluded days (``easy_job_calendar``; see :mod:`easyjob.core.calendars`)."""
+
+    def add(self, name: str, first: date, last: date, note: str | None = None) -> CalendarDay:
+        """Exclude *first* to *last* (inclusive) in calendar *name*; returns the row.
+        ConfigError for a bad name or a reversed range (nothing written)."""
+        ...
+
+    def remove(self, name: str, days: tuple[date, date] | None = None) -> int:
+        """Remove calendar *name*, or only *days* from it; returns the days no longer
+        excluded. CalendarNotFoundError when it does not exist or excludes none of *days*."""
+        ...
+
+    def list(self, name: str | None = None) -> list[CalendarDay]:
+        """The rows of calendar *name* (of all when None); CalendarNotFoundError when
+        *name* has none."""
+        ...
+
+    def days(self, names: Collection[str]) -> dict[str, tuple[tuple[date, date], ...]]:
+        """The excluded ranges of each existing calendar of *names*."""
+        ...
+
+    def version(self) -> tuple[int, int]:
+        """A value that changes whenever any calendar changes (a cheap read)."""
+        ...
+
+
 class Store(Protocol):
     """One database seen through its statement groups; what the node layer, the CLI, the
     dashboard and the bench are given."""
@@ -656,6 +684,9 @@ class Store(Protocol):
 
     @property
     def audit(self) -> AuditStore: ...
+
+    @property
+    def calendars(self) -> CalendarStore: ...
 
     @property
     def url(self) -> str:

@@ -205,6 +205,7 @@ _DETAIL = [
     "shards",
     "target_node",
     "kwargs",
+    "jitter_ms",
 ]
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "UTCDateTime",
     "audit_table",
+    "calendar_table",
     "catalog_table",
     "meta_table",
     "metadata",
@@ -166,6 +167,8 @@ task_table = sa.Table(
     sa.Column("declared", sa.String(512)),
     sa.Column("shards", sa.Integer, nullable=False, server_default=sa.text("1")),
     sa.Column("broadcast", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("jitter_ms", sa.BigInteger, nullable=False, server_default=sa.text("0")),
+    sa.Column("exclude_calendar", sa.String(255)),
     sa.UniqueConstraint("name", name="uq_easy_job_task_name"),
     sa.Index("ix_easy_job_task_due", "status", "next_start_time"),
     sa.Index("ix_easy_job_task_pid", "pid"),
@@ -220,6 +223,7 @@ task_detail_table = sa.Table(
     sa.Column("shard", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Column("shards", sa.Integer, nullable=False, server_default=sa.text("1")),
     sa.Column("target_node", NodeId),
+    sa.Column("jitter_ms", sa.BigInteger),
     sa.UniqueConstraint("task_id", "cron_key", "shard", name="uq_easy_job_task_detail_cron_fire"),
     sa.Index("ix_easy_job_task_detail_pending", "status", "due_time"),
     sa.Index("ix_easy_job_task_detail_held", "status", "node_id"),
@@ -245,5 +249,23 @@ audit_table = sa.Table(
     sa.Column("remote", sa.String(64)),
     sa.Index("ix_easy_job_audit_at", "at"),
     comment="One row per operator action from the dashboard: who, what, when, and its result.",
+    sqlite_autoincrement=True,
+)
+
+
+calendar_table = sa.Table(
+    "easy_job_calendar",
+    metadata,
+    sa.Column("id", Id, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("first_day", sa.Date, nullable=False),
+    sa.Column("last_day", sa.Date, nullable=False),
+    sa.Column("note", sa.String(1000)),
+    sa.Column("create_time", UTCDateTime, nullable=False),
+    sa.Index("ix_easy_job_calendar_name", "name", "first_day"),
+    comment=(
+        "Calendars: one row per range of days (first_day..last_day, inclusive) a named "
+        "calendar excludes; tasks declared with exclude=NAME skip their fires on those days."
+    ),
     sqlite_autoincrement=True,
 )

@@ -526,7 +526,8 @@ def _fire_rows(
         {
             "task_id": task_id,
             "fire_time": fire.fire_time,
-            "due_time": fire.fire_time,
+            "due_time": fire.due_time,
+            "jitter_ms": fire.jitter // timedelta(milliseconds=1) if fire.jitter else None,
             "status": str(status),
             "triggered_by": str(Trigger.CRON),
             "attempt": 1,
@@ -567,7 +568,7 @@ _DECLARED = ("cron_expr", "tz", "every_ms")
 #: Every column the fire times depend on.
 _SCHEDULE = frozenset({*_DECLARED, "starts_at", "ends_at"})
 #: The other columns the fires written ahead depend on (their runs, how many of them).
-_FIRES = frozenset({"shards", "broadcast", "max_runs"})
+_FIRES = frozenset({"shards", "broadcast", "max_runs", "jitter_ms", "exclude_calendar"})
 _SCHEDULE_ROW = (*_DECLARED, "starts_at", "ends_at", "anchor_time")
 
 

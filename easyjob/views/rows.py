@@ -107,7 +107,9 @@ def task_rows(
 def run_rows(
     runs: Iterable[HistoryRow], takeovers: Mapping[int, tuple[int, str | None]] | None = None
 ) -> list[Row]:
-    """Run rows with ``duration_s`` (end minus start, for runs that started and ended) and
+    """Run rows with ``duration_s`` (end minus start, for runs that started and ended),
+    ``jitter_s`` (the fire's jitter: due after its fire time by that; None without),
+    ``late_s`` (start after due time: lateness, measured apart from the jitter) and
     ``taken_by``: for an ABANDONED run, the node of the attempt that took it over (from
     *takeovers*, :meth:`~easyjob.store.contract.ViewStore.takeovers`; None while unclaimed).
     An ABANDONED run's ``error_msg`` is completed with that attempt and its node."""
@@ -116,6 +118,8 @@ def run_rows(
         row = _columns(run)
         start, end = run.start_time, run.end_time
         row["duration_s"] = (end - start).total_seconds() if start and end else None
+        row["jitter_s"] = run.jitter_ms / 1000 if run.jitter_ms is not None else None
+        row["late_s"] = max(0.0, (start - run.due_time).total_seconds()) if start else None
         row["taken_by"] = None
         after = (takeovers or {}).get(run.id)
         if run.status == RunStatus.ABANDONED and after is not None:

@@ -38,7 +38,7 @@ def stamp(value: datetime) -> str:
 def schedule_text(task: TaskRow, parent: str | None = None) -> str:
     """What makes *task* fire, as it is: ``cron 0 */5 * * * (Europe/Berlin)``, ``every 45s``,
     ``once at 2030-01-02 03:04:05Z``, ``after PARENT``, or ``manual (trigger only)``; with its
-    start, end and run limit when it has them."""
+    start, end, run limit, jitter and calendar when it has them."""
     if task.every_ms is not None and task.max_runs == 1:
         when = task.starts_at or task.next_start_time
         return f"once at {stamp(when)}" if when is not None else "once"
@@ -56,6 +56,10 @@ def schedule_text(task: TaskRow, parent: str | None = None) -> str:
         text += f", until {stamp(task.ends_at)}"
     if task.max_runs is not None:
         text += f", at most {task.max_runs} run{'' if task.max_runs == 1 else 's'}"
+    if task.jitter_ms:
+        text += f", jitter {every_text(timedelta(milliseconds=task.jitter_ms))}"
+    if task.exclude_calendar is not None:
+        text += f", except calendar {task.exclude_calendar!r}"
     return text
 
 

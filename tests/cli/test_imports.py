@@ -32,7 +32,9 @@ print(json.dumps(sorted(m for m in sys.modules
     return list(json.loads(done.stdout.splitlines()[-1]))
 
 
-@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["trigger", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["--version"], ["--help"], ["trigger", "--help"], ["calendar", "add", "--help"]]
+)
 def test_version_and_help_import_no_database_code(argv: list[str]) -> None:
     code = f"    from easyjob.cli import main\n    assert main({argv!r}) == 0"
     assert _imported_after(code) == []
@@ -51,6 +53,18 @@ def test_a_trigger_imports_the_store_but_not_the_other_commands() -> None:
     )
     found = _imported_after(code)
     assert "sqlalchemy" in found and "easyjob.store" in found
+    assert not [m for m in found if m.startswith(("easyjob.node", "easyjob.web"))]
+    assert _imported_after(code, ("easyjob.cli.commands", "easyjob.views.read")) == []
+
+
+def test_a_calendar_command_imports_the_store_but_not_the_other_commands() -> None:
+    code = (
+        "    from easyjob.cli import _command\n"
+        "    _command('calendar')\n"
+        "    import easyjob.cli.calendar, easyjob.cli.stores\n"
+    )
+    found = _imported_after(code)
+    assert "easyjob.store" in found
     assert not [m for m in found if m.startswith(("easyjob.node", "easyjob.web"))]
     assert _imported_after(code, ("easyjob.cli.commands", "easyjob.views.read")) == []
 

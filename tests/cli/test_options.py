@@ -39,11 +39,15 @@ def test_every_option_names_its_environment_variable() -> None:
             "prune",
             "bench",
             "dashboard",
+            "calendar",
         ]
     )
     actions = _subparsers(commands["schedule"])
     assert sorted(actions) == ["add", "remove", "set"]
     nested = [(f"schedule {name}", sub) for name, sub in actions.items()]
+    calendar = _subparsers(commands["calendar"])
+    assert sorted(calendar) == ["add", "list", "remove"]
+    nested += [(f"calendar {name}", sub) for name, sub in calendar.items()]
     for name, sub in [("easyjob", parser), *commands.items(), *nested]:
         for action in sub._actions:
             if not action.option_strings or action.dest in ("help", "version"):

@@ -301,6 +301,8 @@ def test_history_human_table(cli: Cli, store: Store, db_url: str) -> None:
         "attempt",
         "triggered_by",
         "node_id",
+        "jitter_s",
+        "late_s",
         "duration_s",
         "result",
         "error_msg",

@@ -18,6 +18,7 @@ NAME = re.compile(r"\beasyjob_[a-z_]+")
 def exported() -> set[str]:
     metrics = NodeMetrics("n1")
     metrics.run_started("t", 0.1)
+    metrics.run_jittered("t", 4.2)
     metrics.run_finished("t", "failure", 0.2)
     metrics.misfired("t")
     metrics.watch(

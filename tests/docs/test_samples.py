@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -102,6 +102,8 @@ def docs_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_registry: Non
     store.tasks.upsert(specs)
     # docs/cli.md's trigger and schedule samples: a task added at run time
     store.schedules.add("reports", "jobs:nightly_report", every="1h", accepts=["day"])
+    # docs/cli.md's and policies.md's calendar samples: the days they remove or list
+    store.calendars.add("holidays", date(2030, 12, 24), date(2030, 12, 26), "Christmas")
     store.close()
     default_registry.clear()
     return url

@@ -56,6 +56,13 @@ def _as_version_3(store: Store, counts: dict[str, int]) -> None:
         conn.exec_driver_sql("DROP TABLE easy_job_task_parent")  # what version 6 added
         for column in ("catalog", "health"):
             conn.exec_driver_sql(f"ALTER TABLE easy_job_node DROP COLUMN {column}")
+        conn.exec_driver_sql("DROP TABLE easy_job_calendar")  # what version 6 added
+        for table, column in (
+            ("easy_job_task", "jitter_ms"),
+            ("easy_job_task", "exclude_calendar"),
+            ("easy_job_task_detail", "jitter_ms"),
+        ):
+            conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {column}")
         for name, count in counts.items():
             conn.execute(
                 sa.text("UPDATE easy_job_task SET success_count = :n WHERE name = :name"),

@@ -63,6 +63,7 @@ class Rig:
         registry: Registry,
         pool: Executor | None = None,
         listeners: Sequence[Hook] = (),
+        metrics: bool = False,
         **config: Any,
     ) -> None:
         self.clock = FakeClock(START)
@@ -76,6 +77,7 @@ class Rig:
             clock=self.clock,
             pool=pool or self.pool,
             listeners=listeners,
+            metrics=metrics,
         )
         self.node.prepare()
         self.keep: Callable[[str], bool] = lambda name: False

@@ -70,3 +70,5 @@ def test_schedules_are_written_as_what_they_are() -> None:
     )
     assert schedule_text(task("t", "f"), "parent") == "after parent"
     assert schedule_text(task("t", "f")) == "manual (trigger only)"
+    spread = task("t", "f", cron_expr="0 9 * * *", jitter_ms=90_500, exclude_calendar="h")
+    assert schedule_text(spread) == "cron 0 9 * * *, jitter 1m30s500ms, except calendar 'h'"

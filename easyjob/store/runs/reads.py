@@ -28,6 +28,7 @@ _SCHEDULE_COLUMNS = (
     t.c.anchor_time,
     t.c.starts_at,
     t.c.ends_at,
+    t.c.jitter_ms,
 )
 
 _RUN_COLUMNS = (

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from easyjob.store.migrations.steps import record_version
-from easyjob.store.schema import Id
+from easyjob.store.schema import Id, UTCDateTime
 
 revision = "schema_6"
 down_revision = "schema_5"
@@ -26,6 +26,13 @@ compatible_from = 4
 
 def upgrade() -> None:
     """Add version 6's tables and columns; set the version."""
+    _parents()
+    _jitter_and_calendars()
+    record_version(6, previous=5, compatible_from=4)
+
+
+def _parents() -> None:
+    """The parents of a child of several parents (a join)."""
     op.create_table(
         "easy_job_task_parent",
         sa.Column("task_id", Id, primary_key=True, autoincrement=False),
@@ -37,4 +44,29 @@ def upgrade() -> None:
             "easy_job_task.pid is the first of them. A task of one parent has no row here."
         ),
     )
-    record_version(6, previous=5, compatible_from=4)
+
+
+def _jitter_and_calendars() -> None:
+    """Jitter (the task's ``jitter_ms``, each fire's ``jitter_ms``) and calendars (the
+    ``easy_job_calendar`` table, the task's ``exclude_calendar``)."""
+    op.add_column(
+        "easy_job_task",
+        sa.Column("jitter_ms", sa.BigInteger, nullable=False, server_default=sa.text("0")),
+    )
+    op.add_column("easy_job_task", sa.Column("exclude_calendar", sa.String(255)))
+    op.add_column("easy_job_task_detail", sa.Column("jitter_ms", sa.BigInteger))
+    op.create_table(
+        "easy_job_calendar",
+        sa.Column("id", Id, primary_key=True, autoincrement=True),
+        sa.Column("name", sa.String(255), nullable=False),
+        sa.Column("first_day", sa.Date, nullable=False),
+        sa.Column("last_day", sa.Date, nullable=False),
+        sa.Column("note", sa.String(1000)),
+        sa.Column("create_time", UTCDateTime, nullable=False),
+        sa.Index("ix_easy_job_calendar_name", "name", "first_day"),
+        comment=(
+            "Calendars: one row per range of days (first_day..last_day, inclusive) a named "
+            "calendar excludes; tasks declared with exclude=NAME skip their fires on those days."
+        ),
+        sqlite_autoincrement=True,
+    )
