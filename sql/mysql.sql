@@ -88,6 +88,8 @@ CREATE TABLE easy_job_task (
 	declared VARCHAR(512),
 	shards INTEGER NOT NULL DEFAULT 1,
 	broadcast BOOL NOT NULL DEFAULT false,
+	max_running INTEGER,
+	priority INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 )COMMENT='One row per task (a named function with a schedule); cron fires are made from it.';
@@ -122,6 +124,7 @@ CREATE TABLE easy_job_task_detail (
 	shard INTEGER NOT NULL DEFAULT 0,
 	shards INTEGER NOT NULL DEFAULT 1,
 	target_node VARCHAR(128),
+	priority INTEGER,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 )COMMENT='One row per attempt of a fire (the run history); claimed by version-checked UPDATEs.';

@@ -88,6 +88,8 @@ CREATE TABLE easy_job_task (
 	declared VARCHAR(512),
 	shards INTEGER DEFAULT 1 NOT NULL,
 	broadcast BOOLEAN DEFAULT false NOT NULL,
+	max_running INTEGER,
+	priority INTEGER DEFAULT 0 NOT NULL,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 );
@@ -122,6 +124,7 @@ CREATE TABLE easy_job_task_detail (
 	shard INTEGER DEFAULT 0 NOT NULL,
 	shards INTEGER DEFAULT 1 NOT NULL,
 	target_node VARCHAR(128),
+	priority INTEGER,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 );

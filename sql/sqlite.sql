@@ -87,6 +87,8 @@ CREATE TABLE easy_job_task (
 	declared VARCHAR(512),
 	shards INTEGER DEFAULT 1 NOT NULL,
 	broadcast BOOLEAN DEFAULT 0 NOT NULL,
+	max_running INTEGER,
+	priority INTEGER DEFAULT 0 NOT NULL,
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 );
 
@@ -120,6 +122,7 @@ CREATE TABLE easy_job_task_detail (
 	shard INTEGER DEFAULT 0 NOT NULL,
 	shards INTEGER DEFAULT 1 NOT NULL,
 	target_node VARCHAR(128),
+	priority INTEGER,
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 );
 

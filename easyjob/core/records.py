@@ -15,9 +15,11 @@ if TYPE_CHECKING:
     from easyjob.core.schedule import Schedule
 
 __all__ = [
+    "MAX_RUNNING",
     "MAX_SHARDS",
     "ORIGIN_CODE",
     "ORIGIN_RUNTIME",
+    "PRIORITY_RANGE",
     "Advance",
     "Candidate",
     "HeldRun",
@@ -28,6 +30,7 @@ __all__ = [
     "Run",
     "TaskRow",
     "TaskSpec",
+    "check_priority",
 ]
 
 _MAX_NAME = 255
@@ -73,6 +76,8 @@ class TaskSpec:
     accepts: tuple[str, ...] = ()
     shards: int = 1
     broadcast: bool = False
+    max_running: int | None = None
+    priority: int = 0
 
     def __post_init__(self) -> None:
         from easyjob.core.cron import CronSchedule, parse_tz
@@ -103,6 +108,7 @@ class TaskSpec:
             raise TaskDefinitionError(
                 f"{what}: shards must be an integer from 1 to {MAX_SHARDS}, got {self.shards!r}"
             )
+        _check_limits(self, what)
         if not isinstance(self.broadcast, bool):
             raise TaskDefinitionError(
                 f"{what}: broadcast must be True or False, got {self.broadcast!r}"
@@ -169,7 +175,38 @@ class TaskSpec:
             "kwargs": dict(self.kwargs),
             "shards": self.shards,
             "broadcast": self.broadcast,
+            "max_running": self.max_running,
+            "priority": self.priority,
         }
+
+
+#: The range of a task's or a trigger's ``priority``.
+PRIORITY_RANGE = range(-1000, 1001)
+#: The largest ``max_running``.
+MAX_RUNNING = 1_000_000
+
+
+def check_priority(value: Any, what: str) -> int:
+    """*value* as a priority: an integer in :data:`PRIORITY_RANGE`, else TaskDefinitionError
+    naming *what* and the value."""
+    if not isinstance(value, int) or isinstance(value, bool) or value not in PRIORITY_RANGE:
+        raise TaskDefinitionError(
+            f"{what}: priority must be an integer from {PRIORITY_RANGE.start} to "
+            f"{PRIORITY_RANGE.stop - 1}, got {value!r}"
+        )
+    return value
+
+
+def _check_limits(spec: TaskSpec, what: str) -> None:
+    """*max_running* (None, or 1 to :data:`MAX_RUNNING`) and *priority* of *spec*."""
+    value = spec.max_running
+    if value is not None and (
+        not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_RUNNING
+    ):
+        raise TaskDefinitionError(
+            f"{what}: max_running must be None or an integer from 1 to {MAX_RUNNING}, got {value!r}"
+        )
+    check_priority(spec.priority, what)
 
 
 def _check_schedule(spec: TaskSpec, what: str) -> None:
@@ -274,6 +311,9 @@ class TaskRow:
 
     shards: int = 1
     broadcast: bool = False
+    #: at most this many runs RUNNING at once (None: as its overlap says)
+    max_running: int | None = None
+    priority: int = 0
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> TaskRow:
@@ -355,6 +395,10 @@ class Candidate(_TaskSchedule):
     shard: int = 0
     target_node: str | None = None
     triggered_by: Trigger = Trigger.CRON
+    shards: int = 1
+    max_running: int | None = None
+    #: the run's priority: its trigger's, else its task's (see admission.start_order)
+    priority: int = 0
 
     @property
     def grace(self) -> timedelta:
@@ -391,6 +435,9 @@ class Run(_TaskSchedule):
     shard: int = 0
     shards: int = 1
     target_node: str | None = None
+    max_running: int | None = None
+    #: the run's priority: its trigger's, else its task's (see admission.start_order)
+    priority: int = 0
 
     @property
     def grace(self) -> timedelta:

@@ -36,7 +36,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from easyjob.clock import Clock
-from easyjob.core.admission import Verdict, admit, exclusive, facts_of, misfire, on_busy
+from easyjob.core.admission import (
+    Verdict,
+    admit,
+    exclusive,
+    facts_of,
+    held_reason,
+    misfire,
+    on_busy,
+)
 from easyjob.core.config import NodeConfig
 from easyjob.core.outcome import Outcome
 from easyjob.core.records import Run
@@ -366,7 +374,7 @@ class Dispatcher:
             self._dropped(run)
         if not batch:
             return
-        exclusive_ids = {r.id for r in batch if exclusive(r.overlap)}
+        exclusive_ids = {r.id for r in batch if exclusive(r.overlap, r.max_running)}
         started = self.writer.start(batch, exclusive_ids)
         retry_at = now + self._retry
         skipped: list[tuple[Run, str]] = []
@@ -382,10 +390,13 @@ class Dispatcher:
             elif result is BLOCKED:  # its task is busy, or its start deadline came
                 late = misfire(facts_of(run), now)
                 if late is not None:
-                    missed_late.append((run, late.reason or "missed"))
-                elif (busy := on_busy(run.overlap)).verdict == Verdict.SKIP:
+                    why = held_reason(late.reason or "missed", run.overlap, run.max_running)
+                    missed_late.append((run, why))
+                elif (busy := on_busy(run.overlap, run.max_running)).verdict == Verdict.SKIP:
                     skipped.append((run, busy.reason or "skipped"))
                 else:
+                    if run.id in exclusive_ids:
+                        self._metrics.held_back(run.task_name)
                     with self._lock:
                         self._table.blocked(run, retry_at)
             else:

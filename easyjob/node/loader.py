@@ -15,6 +15,9 @@ from easyjob.core.admission import (
     facts_of,
     misfire,
     on_busy,
+    priority_tiers,
+    run_limit,
+    start_order,
 )
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import ORIGIN_RUNTIME, Candidate, Run
@@ -180,7 +183,7 @@ class Loader(Loop):
         if self._miss(mine, now):
             return True  # read again: the backlog shrank
         mine = _first_per_exclusive_task(mine)
-        chosen = _spread(self._choose(mine, now), room, live, self._config.node_id)
+        chosen = _spread_by_priority(self._choose(mine, now), room, live, self._config.node_id, now)
         if not chosen:
             return len(self._foreign) > known_foreign  # read again without those tasks
         won, tried = self._claim_chosen(chosen, mine, now)
@@ -212,14 +215,19 @@ class Loader(Loop):
         at_once = [
             c
             for c in direct
-            if c.due_time <= soon and (not exclusive(c.overlap) or c.task_id not in held)
-        ][: self._dispatcher.startable(soon)]
+            if c.due_time <= soon
+            and (not exclusive(c.overlap, c.max_running) or c.task_id not in held)
+        ]
+        startable = self._dispatcher.startable(soon)
+        if len(at_once) > startable:  # more due than workers free: the admission rule's order
+            at_once = start_order(at_once, now)
+        at_once = at_once[:startable]
         later = [c for c in direct if c.due_time > soon]
         if later:
             self._direct_at = min(c.due_time for c in later) - CLAIM_LEAD
         won: list[Run] = []
         if at_once:
-            serial = [c.id for c in at_once if exclusive(c.overlap)]
+            serial = [c.id for c in at_once if exclusive(c.overlap, c.max_running)]
             won = self._writer.claim_started(at_once, exclusive=serial)
         ids = {c.id for c in at_once} | {c.id for c in later}
         rest = [c for c in chosen if c.id not in ids]
@@ -298,15 +306,34 @@ def _skipped_if_busy(candidate: Candidate) -> bool:
 
 
 def _first_per_exclusive_task(candidates: list[Candidate]) -> list[Candidate]:
-    """*candidates* (in due order) less every exclusive task's runs after its first."""
-    seen: set[int] = set()
+    """*candidates* (in due order) less every limited task's runs after its first ones, as
+    many as its limit (one for ``serial``; see :func:`easyjob.core.admission.run_limit`)."""
+    seen: Counter[int] = Counter()
     out = []
     for c in candidates:
-        if exclusive(c.overlap):
-            if c.task_id in seen:
+        limit = run_limit(c.overlap, c.max_running)
+        if limit is not None:
+            if seen[c.task_id] >= limit:
                 continue
-            seen.add(c.task_id)
+            seen[c.task_id] += 1
         out.append(c)
+    return out
+
+
+def _spread_by_priority(
+    chosen: list[Candidate], free: int, live: list[str], me: str, now: datetime
+) -> list[Candidate]:
+    """:func:`_spread` of *chosen*, when more are offered than *free* and their priorities
+    differ, tier by tier of the admission rule's effective priority (highest first, see
+    :func:`easyjob.core.admission.priority_tiers`): lower tiers only get the room the
+    higher leave; nodes spread over the runs within a tier."""
+    if len(chosen) <= free or len({c.priority for c in chosen}) == 1:
+        return _spread(chosen, free, live, me)  # equal priorities: aging keeps due order
+    out: list[Candidate] = []
+    for tier in priority_tiers(chosen, now):
+        out += _spread(tier, free - len(out), live, me)
+        if len(out) >= free:
+            break
     return out
 
 

@@ -9,6 +9,9 @@ Upgrading).
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+from alembic import op
+
 from easyjob.store.migrations.steps import record_version
 
 revision = "schema_6"
@@ -21,4 +24,11 @@ compatible_from = 4
 
 def upgrade() -> None:
     """Add version 6's tables and columns; set the version."""
+    # max_running + priority: how many runs of a task may run at once, and which start first
+    op.add_column("easy_job_task", sa.Column("max_running", sa.Integer))
+    op.add_column(
+        "easy_job_task",
+        sa.Column("priority", sa.Integer, nullable=False, server_default=sa.text("0")),
+    )
+    op.add_column("easy_job_task_detail", sa.Column("priority", sa.Integer))
     record_version(6, previous=5, compatible_from=4)
