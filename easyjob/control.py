@@ -36,11 +36,12 @@ def trigger(
     *,
     at: datetime | None = None,
     kwargs: Mapping[str, Any] | None = None,
+    priority: int | None = None,
 ) -> int:
     """Run task *name* once, at *at* (an aware datetime; default now, database time), with
-    the trigger arguments *kwargs* (only those the task accepts). Returns the run's id.
-    See :meth:`easyjob.store.contract.TaskStore.trigger`."""
-    return store.tasks.trigger(name, at=at, kwargs=kwargs)
+    the trigger arguments *kwargs* (only those the task accepts) and *priority* (None: its
+    task's). Returns the run's id. See :meth:`easyjob.store.contract.TaskStore.trigger`."""
+    return store.tasks.trigger(name, at=at, kwargs=kwargs, priority=priority)
 
 
 def cancel(store: Store, run_id: int) -> Cancelled:

@@ -53,6 +53,8 @@ def scheduled(
     shards: int = 1,
     broadcast: bool = False,
     executor: str | None = None,
+    max_running: int | None = None,
+    priority: int = 0,
     registry: Registry | None = None,
 ) -> Callable[[F], F]: ...
 
@@ -84,6 +86,8 @@ def scheduled(
     shards: int = 1,
     broadcast: bool = False,
     executor: str | None = None,
+    max_running: int | None = None,
+    priority: int = 0,
     registry: Registry | None = None,
 ) -> Callable[[F], F] | F:
     """Mark a function as a task that runs on *cron*, every *every*, after each success of
@@ -113,6 +117,12 @@ def scheduled(
     *executor* (``"thread"`` or ``"process"``; None: the node's ``--executor``) says where
     its runs are called: ``"process"`` calls each in a warm child process, so a timeout kills
     it and a crash fails only the run (see ``docs/policies.md``).
+    *max_running* (an integer >= 1) caps how many of its runs are RUNNING at once across the
+    cluster, enforced by the database; a run that finds that many running waits (``skip``:
+    is SKIPPED). Without it, ``serial`` and ``skip`` mean one at a time and ``allow`` no
+    limit. *priority* (an integer, -1000 to 1000, default 0): when a node has more runs due
+    than it can start, higher priority first, lower ones aged so that none starves (see
+    ``docs/policies.md``).
     ``@scheduled`` without parentheses is ``@scheduled()``.
     """
     if callable(cron):
@@ -154,6 +164,8 @@ def scheduled(
                 accepts=(accepts,) if isinstance(accepts, str) else tuple(accepts),
                 shards=shards,
                 broadcast=broadcast,
+                max_running=max_running,
+                priority=priority,
             )
             hooks = _hooks(
                 on_success=on_success,

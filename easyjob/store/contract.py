@@ -166,10 +166,16 @@ class TaskStore(Protocol):
         ...
 
     def trigger(
-        self, name: str, *, at: datetime | None = None, kwargs: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        *,
+        at: datetime | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        priority: int | None = None,
     ) -> int:
         """Create a manual fire of task *name* due *at* (default now) with trigger arguments
-        *kwargs* (JSON, only names the task accepts); returns the (first) run id."""
+        *kwargs* (JSON, only names the task accepts) and *priority* (None: its task's);
+        returns the (first) run id."""
         ...
 
 
@@ -190,6 +196,8 @@ class ScheduleStore(Protocol):
         misfire: Misfire | str = Misfire.FIRE_ONCE,
         overlap: Overlap | str = Overlap.SERIAL,
         accepts: Sequence[str] = (),
+        max_running: int | None = None,
+        priority: int = 0,
     ) -> TaskRow:
         """Add task *name* calling *func*; a name taken by a task is refused."""
         ...

@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from easyjob.core.records import Advance, PlannedFire, TaskRow, TaskSpec
+from easyjob.core.records import Advance, PlannedFire, TaskRow, TaskSpec, check_priority
 from easyjob.core.schedule import build_schedule
 from easyjob.core.states import Misfire, NodeStatus, RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
@@ -407,9 +407,12 @@ class TaskStore:
         *,
         at: datetime | None = None,
         kwargs: Mapping[str, Any] | None = None,
+        priority: int | None = None,
     ) -> int:
         """Create a manual fire of task *name*, due *at* (default: now, database time), with
-        the trigger arguments *kwargs*; any node whose code declares the task may take it.
+        the trigger arguments *kwargs* and the *priority* (None: its task's, as it is when
+        the run is claimed; see :func:`easyjob.core.admission.start_order`); any node whose
+        code declares the task may take it.
         Returns its run id (a sharded task's fire is one run per shard, and a broadcast
         task's one per node that declares it: the id of the first).
 
@@ -418,6 +421,8 @@ class TaskStore:
         naming them; so must *at* not be earlier than now less the task's misfire grace
         (the run would be missed at once). TaskNotFoundError for an unknown task."""
         given = _trigger_kwargs(name, kwargs)
+        if priority is not None:
+            check_priority(priority, f"trigger of {name!r}")
         if at is not None and (not isinstance(at, datetime) or at.utcoffset() is None):
             raise TaskDefinitionError(
                 f"trigger of {name!r}: at must be an aware datetime, got {at!r}"
@@ -447,7 +452,7 @@ class TaskStore:
             targets = _broadcast_targets(conn, [row.id]).get(row.id) if row.broadcast else None
             first = None
             for values in _fire_rows(row.id, PlannedFire(due), row.shards, targets, now):
-                values.update(triggered_by=str(Trigger.MANUAL), kwargs=given)
+                values.update(triggered_by=str(Trigger.MANUAL), kwargs=given, priority=priority)
                 result = conn.execute(d.insert().values(values))
                 first = first or int(result.inserted_primary_key[0])  # type: ignore[index]
             assert first is not None
