@@ -39,7 +39,10 @@ run's priority (its task's, or the one its trigger gave) plus one for each
 priority *p* due while runs of priority *q* > *p* keep coming is started at the latest once
 it has waited ``(q - p) * AGING_STEP`` (then it is ahead of every fresher run of *q*), plus
 the time the node takes to start the older ones ahead of it. Equal priorities keep the due
-order, so a cluster that sets no priority runs exactly as before.
+order, so a cluster that sets no priority runs exactly as before. A node that can claim no
+more (its workers busy, due runs waiting for them) hands a waiting run back for a PENDING
+one of higher priority (:func:`outranked`), so a high run due later is not stuck behind the
+low runs a node claimed first.
 
 Placement (:func:`declares`, :func:`admit`): a node runs only the tasks its code declares
 (a :class:`Catalog`: name and function, and the functions it allows for tasks added at run
@@ -85,6 +88,7 @@ __all__ = [
     "held_reason",
     "misfire",
     "on_busy",
+    "outranked",
     "planner_owner",
     "priority_tiers",
     "run_limit",
@@ -339,6 +343,28 @@ def start_order(runs: Sequence[_Ranked], now: datetime) -> list[_Ranked]:
     return sorted(
         runs, key=lambda r: (-effective_priority(r.priority, r.due_time, now), r.due_time, r.id)
     )
+
+
+def outranked(
+    waiting: Sequence[Run], pending: Sequence[Candidate], now: datetime
+) -> list[tuple[Run, Candidate]]:
+    """For a node that can claim no more (its workers busy, runs due waiting for them):
+    pairs of a run waiting here and a PENDING run that should take its place at *now*, the
+    best pending run with the worst waiting one first. A pending run outranks a waiting
+    one when both its priority and its :func:`effective_priority` are higher: a higher
+    priority displaces, aging only protects (a run aged to the level of fresher runs of
+    higher priority keeps its place), and runs of equal priority are never swapped (a
+    cluster that sets no priority claims as before)."""
+    best = start_order(pending, now)
+    worst = list(reversed(start_order(waiting, now)))
+    pairs: list[tuple[Run, Candidate]] = []
+    for held, due in zip(worst, best, strict=False):
+        if due.priority <= held.priority or effective_priority(
+            due.priority, due.due_time, now
+        ) <= effective_priority(held.priority, held.due_time, now):
+            break
+        pairs.append((held, due))
+    return pairs
 
 
 def priority_tiers(runs: Sequence[_Ranked], now: datetime) -> list[list[_Ranked]]:

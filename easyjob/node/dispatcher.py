@@ -166,6 +166,21 @@ class Dispatcher:
         with self._lock:
             return self._table.held_ids()
 
+    def waiting_runs(self) -> list[Run]:
+        """The runs claimed here and not started yet."""
+        with self._lock:
+            return self._table.waiting_runs()
+
+    def give_back(self, run_ids: list[int], why: str) -> list[Run]:
+        """Hand back (version-checked release) the runs of *run_ids* still waiting here;
+        returns those released."""
+        with self._lock:
+            runs = self._table.take_back(run_ids)
+        if not runs:
+            return []
+        won = self.writer.release(runs, why)
+        return [r for r in runs if won is not None and r.id in won]
+
     def counts(self) -> dict[str, int]:
         """Runs waiting, running and stuck now; writes given up so far."""
         with self._lock:

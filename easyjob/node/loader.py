@@ -15,6 +15,7 @@ from easyjob.core.admission import (
     facts_of,
     misfire,
     on_busy,
+    outranked,
     priority_tiers,
     run_limit,
     start_order,
@@ -107,6 +108,8 @@ class Loader(Loop):
         self._behind = 0  # runs marked MISSED since the last report in the log
         self._direct_at: datetime | None = None  # when to claim the runs left for their time
         self._behind_told: datetime | None = None
+        #: priorities differed among the runs due here lately: read past the window
+        self._ranked = False
 
     def step(self) -> float | None:
         if not self._liveness.fresh():
@@ -120,6 +123,7 @@ class Loader(Loop):
         self._polls += 1
         if self._polls % _FORGET_POLLS == 0:
             self._foreign.clear()  # a task's row may have been changed to this node's code
+            self._ranked = False  # seen again if priorities still differ
         now = self._liveness.db_now()
         horizon = now + timedelta(seconds=self._config.lookahead_s)
         self._direct_at = None
@@ -152,9 +156,9 @@ class Loader(Loop):
             due = self._store.runs.pending(
                 now, self._config.batch, self._foreign, node_id=self._config.node_id
             )
-            self._miss(
-                [c for c in due if self._mine(c.task_id, c.task_name, c.func, c.origin)], now
-            )
+            mine = [c for c in due if self._mine(c.task_id, c.task_name, c.func, c.origin)]
+            self._miss(mine, now)
+            self._outrank(mine, now)
             return False
         if self._config.claim_mode == "skip_locked":
             won = self._writer.claim_next(horizon, room, self._foreign)
@@ -165,8 +169,11 @@ class Loader(Loop):
             self._dispatcher.submit(won)
             return len(won) == room
         live = [n.node_id for n in self._membership.nodes()]
-        # enough for every live node to take a slice of its own (see _spread)
+        # enough for every live node to take a slice of its own (see _spread); while
+        # priorities differ here, a batch at least, to see high runs behind a backlog
         limit = room * max(1, len(live))
+        if self._ranked:
+            limit = max(limit, self._config.batch)
         pending = self._store.runs.pending(
             horizon, limit, self._foreign, node_id=self._config.node_id
         )
@@ -183,7 +190,10 @@ class Loader(Loop):
         if self._miss(mine, now):
             return True  # read again: the backlog shrank
         mine = _first_per_exclusive_task(mine)
-        chosen = _spread_by_priority(self._choose(mine, now), room, live, self._config.node_id, now)
+        chosen = self._choose(mine, now)
+        if len(chosen) > room and len({c.priority for c in chosen}) > 1:
+            self._ranked = True
+        chosen = _spread_by_priority(chosen, room, live, self._config.node_id, now)
         if not chosen:
             return len(self._foreign) > known_foreign  # read again without those tasks
         won, tried = self._claim_chosen(chosen, mine, now)
@@ -194,6 +204,28 @@ class Loader(Loop):
         # more at once: a full batch won, or some won from a full read (a backlog: the runs
         # lost to other nodes are theirs, the next read finds others)
         return len(won) == room or (bool(won) and len(pending) == limit)
+
+    def _outrank(self, due: list[Candidate], now: datetime) -> None:
+        """A node that can claim no more hands back waiting runs for due PENDING runs of
+        higher priority (see :func:`easyjob.core.admission.outranked`) and claims those."""
+        top = max((c.priority for c in due), default=None)
+        if top is not None and top > min(c.priority for c in due):
+            self._ranked = True
+        waiting = self._dispatcher.waiting_runs()
+        if top is None or all(r.priority >= top for r in waiting):
+            return  # nothing due outranks what waits here (always so without priorities)
+        held = self._dispatcher.held_ids()
+        pending = self._choose([c for c in due if c.id not in held], now)
+        pairs = outranked(waiting, pending, now)
+        if not pairs:
+            return
+        given = self._dispatcher.give_back(
+            [r.id for r, _ in pairs], "a run of higher priority is due"
+        )
+        won = self._writer.claim([c for _, c in pairs][: len(given)]) if given else []
+        self.offered += len(given)
+        self.lost += len(given) - len(won)
+        self._dispatcher.submit(won)
 
     def _claim_chosen(
         self, chosen: list[Candidate], mine: list[Candidate], now: datetime

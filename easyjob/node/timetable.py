@@ -306,6 +306,27 @@ class Timetable:
         for behind in self._gated.pop(run.task_id, []):
             self._schedule(behind, behind.due_time)
 
+    def waiting_runs(self) -> list[Run]:
+        """The runs waiting here (claimed, not started)."""
+        return list(self._waiting.values())
+
+    def take_back(self, run_ids: Iterable[int]) -> list[Run]:
+        """Remove the runs of *run_ids* still waiting here (to be handed back); a run that
+        went out meanwhile stays."""
+        out: list[Run] = []
+        for run_id in run_ids:
+            if run_id not in self._waiting or run_id in self._running:
+                continue
+            run = self._unwait(run_id)
+            self._ready.pop(run_id, None)  # its heap entry goes stale
+            self._added.pop(run_id, None)
+            gated = self._gated.get(run.task_id)
+            if gated is not None and run in gated:
+                gated.remove(run)
+            self._end_out(run)
+            out.append(run)
+        return out
+
     def drain(self) -> list[Run]:
         """Every waiting run, removed (the node is stopping: they are handed back)."""
         runs = list(self._waiting.values())
