@@ -32,9 +32,7 @@ def most_at_once(runs: list[HistoryRow]) -> int:
     return most
 
 
-def test_three_nodes_never_run_more_than_max_running_at_once(
-    db_url: str, tmp_path: Path
-) -> None:
+def test_three_nodes_never_run_more_than_max_running_at_once(db_url: str, tmp_path: Path) -> None:
     """Eight runs of ``capped`` (max_running=2, 1.5 s each) and six of ``capped_skip``
     triggered at once on three nodes of two workers each (six workers, three times the
     limit): every ``capped`` run runs, never more than two at once, and two do run side by

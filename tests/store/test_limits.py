@@ -39,9 +39,7 @@ def _running(store: Store) -> int:
 
 def test_candidates_carry_their_task_s_limit(store: Store) -> None:
     candidates = _limited(store, 1, 3)
-    assert [(c.max_running, c.overlap, c.priority) for c in candidates] == [
-        (3, Overlap.ALLOW, 0)
-    ]
+    assert [(c.max_running, c.overlap, c.priority) for c in candidates] == [(3, Overlap.ALLOW, 0)]
 
 
 def test_claim_started_starts_at_most_the_limit_in_the_order_given(store: Store) -> None:

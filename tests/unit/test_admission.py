@@ -23,6 +23,7 @@ from easyjob.core.admission import (
     held_back,
     held_reason,
     on_busy,
+    outranked,
     planner_owner,
     priority_tiers,
     run_limit,
@@ -31,8 +32,8 @@ from easyjob.core.admission import (
     start_order,
     superseded_reason,
 )
-from easyjob.core.records import Candidate
-from easyjob.core.states import Misfire, Overlap, Trigger
+from easyjob.core.records import Candidate, Run
+from easyjob.core.states import Misfire, Overlap, RunStatus, Trigger
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 EVERY_10S = schedule_of(("*/10 * * * * *", "UTC", None, None, None, None))
@@ -378,3 +379,66 @@ def test_a_low_run_waits_at_most_the_aging_bound_behind_a_stream_of_high_ones() 
         waiting.remove(first)
         started[first.id] = second
     assert started[1] <= 5 * STEP + 1
+
+
+def held(run_id: int, due: float, priority: int = 0) -> Run:
+    c = cand(run_id, due, priority)
+    return Run(
+        id=c.id,
+        version=1,
+        status=RunStatus.CLAIMED,
+        node_id="n",
+        task_id=c.task_id,
+        task_name="t",
+        func="m:t",
+        kwargs={},
+        fire_time=c.fire_time,
+        due_time=c.due_time,
+        attempt=1,
+        triggered_by=Trigger.CRON,
+        pid=None,
+        overlap=Overlap.ALLOW,
+        retries=0,
+        retry_delay_ms=0,
+        timeout_ms=None,
+        misfire=ONCE,
+        misfire_grace_ms=5000,
+        priority=priority,
+    )
+
+
+# (what, waiting here, pending, now, the (waiting id, pending id) swaps)
+SWAPS = [
+    (
+        "a higher pending run takes the worst place",
+        [held(1, 0), held(2, 1)],
+        [cand(9, 2, 5)],
+        2,
+        [(2, 9)],
+    ),
+    (
+        "two for two, best with worst",
+        [held(1, 0), held(2, 1, 3)],
+        [cand(8, 2, 4), cand(9, 2, 6)],
+        2,
+        [(1, 9), (2, 8)],
+    ),
+    ("equal priorities never swap, however old", [held(1, 100)], [cand(9, 0)], 100, []),
+    ("a lower pending run does not", [held(1, 0, 5)], [cand(9, 0, 1)], 1, []),
+    ("aging protects: an old low run keeps its place", [held(1, 0)], [cand(9, 60, 5)], 60, []),
+    ("nothing waits: nothing to swap", [], [cand(9, 0, 5)], 1, []),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "waiting", "pending", "now", "swaps"), SWAPS, ids=[w[0] for w in SWAPS]
+)
+def test_outranked_pairs_waiting_runs_with_pending_runs_of_higher_priority(
+    what: str,
+    waiting: list[Run],
+    pending: list[Candidate],
+    now: float,
+    swaps: list[tuple[int, int]],
+) -> None:
+    pairs = outranked(waiting, pending, T0 + now * S)
+    assert [(r.id, c.id) for r, c in pairs] == swaps
