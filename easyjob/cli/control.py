@@ -58,11 +58,27 @@ def add_trigger_parser(sub: Any, command: Any, option: Any) -> None:
         parser,
         "--priority",
         env="TRIGGER_PRIORITY",
-        kind=int,
+        kind=_priority,
         metavar="N",
         help="the run's priority, -1000 to 1000 (default: its task's): a node with more runs "
         "due than it can start starts higher ones first",
     )
+
+
+def _priority(text: str) -> int:
+    """``--priority``: an integer in :data:`~easyjob.core.records.PRIORITY_RANGE`."""
+    from easyjob.core.records import PRIORITY_RANGE
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value not in PRIORITY_RANGE:
+        raise ValueError(
+            f"invalid priority {text!r}: an integer from {PRIORITY_RANGE.start} to "
+            f"{PRIORITY_RANGE.stop - 1}"
+        )
+    return value
 
 
 def add_cancel_parser(sub: Any, command: Any, positive_int: Any) -> None:
