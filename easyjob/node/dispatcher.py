@@ -374,10 +374,15 @@ class Dispatcher:
         batch: list[Run] = []
         foreign: list[Run] = []
         missed: list[tuple[Run, str]] = []
+        with self._lock:
+            waited = self._table.held_back()
         for run in due:
             decision = admit(facts_of(run), now, declared_here=self.jobs.entry(run) is not None)
             if decision.verdict == Verdict.MISS:
-                missed.append((run, decision.reason or "missed"))
+                why = decision.reason or "missed"
+                if run.id in waited:  # it waited for its task's limit: say so
+                    why = held_reason(why, run.overlap, run.max_running)
+                missed.append((run, why))
             elif decision.verdict == Verdict.ELSEWHERE:  # claimed by mistake
                 foreign.append(run)
             else:

@@ -52,6 +52,7 @@ class Timetable:
         self._seq = itertools.count()
         self._out: dict[int, set[int]] = {}  # limited task -> its runs out (or next)
         self._gated: dict[int, list[Run]] = {}  # limited task -> runs behind those
+        self._held_back: set[int] = set()  # runs that waited for their task's limit
         self._running: dict[int, Run] = {}
         self._since: dict[int, float] = {}  # running run -> when it started (monotonic)
         self._stuck: set[int] = set()
@@ -215,6 +216,7 @@ class Timetable:
             taken = self._out.setdefault(run.task_id, set())
             if run.id not in taken and len(taken) >= limit:
                 self._gated.setdefault(run.task_id, []).append(run)
+                self._held_back.add(run.id)
                 return
             taken.add(run.id)
         self._unwait(run.id)
@@ -245,6 +247,7 @@ class Timetable:
             run = self._unwait(run_id)
             del self._ready[run_id]
             del self._added[run_id]
+            self._held_back.discard(run_id)
             self._end_out(run)
             out.append(run)
         for entry in kept:
@@ -269,12 +272,18 @@ class Timetable:
         waits again, without a worker and still ahead of its task's later runs, until
         *retry_at*. It keeps its place among its limited task's runs out."""
         self._running.pop(run.id, None)
+        self._held_back.add(run.id)
         self._wait(run)
         self._added[run.id] = retry_at
         self._schedule(run, retry_at)
 
+    def held_back(self) -> set[int]:
+        """The runs here that have waited for their task's limit (see :meth:`blocked`)."""
+        return set(self._held_back)
+
     def dropped(self, run: Run) -> None:
         """*run* (popped) is no longer this node's: closed, released or fenced."""
+        self._held_back.discard(run.id)
         self._running.pop(run.id, None)
         self._since.pop(run.id, None)
         self._end_out(run)
@@ -287,6 +296,7 @@ class Timetable:
     def finished(self, run_id: int, seconds: float) -> None:
         """*run_id*'s function returned after *seconds*: its worker is free again."""
         run = self._running.pop(run_id, None)
+        self._held_back.discard(run_id)
         if run is None:
             return
         self._since.pop(run_id, None)
@@ -318,6 +328,7 @@ class Timetable:
             if run_id not in self._waiting or run_id in self._running:
                 continue
             run = self._unwait(run_id)
+            self._held_back.discard(run_id)
             self._ready.pop(run_id, None)  # its heap entry goes stale
             self._added.pop(run_id, None)
             gated = self._gated.get(run.task_id)
@@ -336,6 +347,7 @@ class Timetable:
         self._added.clear()
         self._heap.clear()
         self._gated.clear()
+        self._held_back.clear()
         self._out = {
             t: kept for t, runs in self._out.items() if (kept := runs & set(self._running))
         }
