@@ -438,6 +438,8 @@ class Run(_TaskSchedule):
     max_running: int | None = None
     #: the run's priority: its trigger's, else its task's (see admission.start_order)
     priority: int = 0
+    #: the priority its trigger gave it (``easy_job_task_detail.priority``), kept by a retry
+    trigger_priority: int | None = None
 
     @property
     def grace(self) -> timedelta:
@@ -467,6 +469,7 @@ class HeldRun:
     shard: int = 0
     shards: int = 1
     target_node: str | None = None
+    priority: int | None = None  # its trigger's, carried to the new attempt
 
 
 @dataclass(frozen=True)

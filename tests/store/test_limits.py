@@ -190,3 +190,14 @@ def test_a_task_s_max_running_and_priority_are_stored_and_changed_by_its_code(
     assert (row.max_running, row.priority) == (4, 3)
     (row,) = store.tasks.upsert([TaskSpec(name="job", func="tests.jobs:noop", max_running=2)])
     assert (row.max_running, row.priority) == (2, 0)
+
+
+def test_a_retry_keeps_the_priority_its_trigger_gave(store: Store) -> None:
+    store.tasks.upsert([TaskSpec(name="job", func="tests.jobs:noop", retries=1)])
+    urgent = store.tasks.trigger("job", priority=9)
+    (run,) = store.runs.claim("node-a", [c for c in _pending(store, "job") if c.id == urgent])
+    started = store.runs.start(run)
+    assert isinstance(started, type(run)) and started.trigger_priority == 9
+    assert store.runs.fail(started, "boom", retry_in=timedelta(0))
+    (retry,) = _pending(store, "job")
+    assert (retry.id != urgent, retry.priority) == (True, 9)

@@ -61,6 +61,7 @@ _RUN_COLUMNS = (
     t.c.origin,
     d.c.shard,
     d.c.target_node,
+    d.c.priority.label("trigger_priority"),
     *_SCHEDULE_COLUMNS,
     *_LIMIT_COLUMNS,
 )

@@ -257,6 +257,7 @@ class RunTransitions:
                     shard=run.shard,
                     shards=run.shards,
                     target_node=run.target_node,
+                    priority=run.trigger_priority,
                 )
             return True
 
