@@ -259,7 +259,9 @@ class RunStore(Protocol):
         """Claim and start *candidates* (due now) for *node_id* with one version-checked
         UPDATE: PENDING -> RUNNING at version + 1, ``start_time`` = database time. Returns
         exactly the runs won, in due order; a candidate whose version moved, or whose id is
-        in *exclusive* while another run of its task is RUNNING, or whose *deadlines* entry
+        in *exclusive* (a limited task) while its task's limit of RUNNING runs is reached
+        (:func:`easyjob.core.admission.held_back`, counted under a lock of the task row;
+        *candidates* in the order they take the places), or whose *deadlines* entry
         (``id -> instant``) has come in database time when the write lands, is not returned
         (the latter two stay PENDING)."""
         ...
@@ -284,9 +286,10 @@ class RunStore(Protocol):
         deadlines: Mapping[int, datetime] | None = None,
     ) -> Starts:
         """Start a batch of one node's CLAIMED runs with one version-checked UPDATE. Per run
-        id: the RUNNING run (version + 1), :data:`BLOCKED` (its id is in *exclusive* and
-        another run of its task is RUNNING, or its *deadlines* entry has come in database
-        time when the write lands), or None when fenced."""
+        id: the RUNNING run (version + 1), :data:`BLOCKED` (its id is in *exclusive* and its
+        task's limit of RUNNING runs is reached, as for :meth:`claim_started`, or its
+        *deadlines* entry has come in database time when the write lands), or None when
+        fenced."""
         ...
 
     def release(self, run: Run) -> bool:

@@ -56,9 +56,10 @@ class RunClaims:
 
         Returns exactly the runs this call won, RUNNING, in due order. A candidate whose
         version moved (another node claimed it) is not returned; nor is one whose id is in
-        *exclusive* (overlap ``serial``) while another run of its task is RUNNING (the check
-        of :meth:`start_many`, :func:`busy_ids`, in the same transaction): it stays PENDING,
-        to be claimed once that run has ended. Give at most one run per task of those. Nor is
+        *exclusive* (a limited task: ``serial``, ``skip`` or ``max_running``) while its
+        task's limit of RUNNING runs is reached (the check of :meth:`start_many`,
+        :func:`busy_ids`, in the same transaction; the candidates take the places in their
+        order): it stays PENDING, to be claimed once a run has ended. Nor is
         one whose *deadlines* entry (``id -> instant``) has come, in database time, when the
         write lands (see :func:`~easyjob.store.runs.fencing.in_time`): it stays PENDING."""
         return self._claim(
