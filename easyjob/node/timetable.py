@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -53,6 +54,7 @@ class Timetable:
         self._out: dict[int, set[int]] = {}  # limited task -> its runs out (or next)
         self._gated: dict[int, list[Run]] = {}  # limited task -> runs behind those
         self._held_back: set[int] = set()  # runs that waited for their task's limit
+        self._priorities: Counter[int] = Counter()  # waiting runs by priority
         self._running: dict[int, Run] = {}
         self._since: dict[int, float] = {}  # running run -> when it started (monotonic)
         self._stuck: set[int] = set()
@@ -149,10 +151,14 @@ class Timetable:
 
     def _wait(self, run: Run) -> None:
         self._waiting[run.id] = run
+        self._priorities[run.priority] += 1
         self._of_task.setdefault(run.task_id, set()).add(run.id)
 
     def _unwait(self, run_id: int) -> Run:
         run = self._waiting.pop(run_id)
+        self._priorities[run.priority] -= 1
+        if not self._priorities[run.priority]:
+            del self._priorities[run.priority]
         same = self._of_task[run.task_id]
         same.discard(run_id)
         if not same:
@@ -179,16 +185,17 @@ class Timetable:
         """The waiting runs that may start at database time *now*: due, a worker free for
         each, and at most its limit of runs out per limited task. In fire order while they
         all fit; when more are due than workers are free, in
-        :func:`~easyjob.core.admission.start_order`. Each takes a worker slot until it is
-        reported back with :meth:`started` then :meth:`finished`, or with :meth:`blocked`
-        or :meth:`dropped`."""
+        :func:`~easyjob.core.admission.start_order` when their priorities differ (runs of
+        equal priority keep the fire order). Each takes a worker slot until it is reported
+        back with :meth:`started` then :meth:`finished`, or with :meth:`blocked` or
+        :meth:`dropped`."""
         out: list[Run] = []
         while (free := self.free_workers()) > 0:
             ready = self._ready_by(now, free + 1)
             if not ready:
                 break
-            if len(ready) > free:
-                ready = self._ranked(ready, now)
+            if len(ready) > free and len(self._priorities) > 1:
+                ready = self._ranked(ready, now)  # (equal priorities: the heap's order)
             for run in ready[:free]:
                 self._take(run, out)
             for run in ready[free:]:
@@ -342,6 +349,7 @@ class Timetable:
         """Every waiting run, removed (the node is stopping: they are handed back)."""
         runs = list(self._waiting.values())
         self._waiting.clear()
+        self._priorities.clear()
         self._of_task.clear()
         self._ready.clear()
         self._added.clear()
