@@ -44,9 +44,11 @@ def trigger(
     at: datetime | None = None,
     kwargs: Mapping[str, Any] | None = None,
     connection: sa.Connection | None = None,
+    priority: int | None = None,
 ) -> int:
     """Run task *name* once, at *at* (an aware datetime; default now, database time), with
-    the trigger arguments *kwargs* (only those the task accepts). Returns the run's id.
+    the trigger arguments *kwargs* (only those the task accepts) and *priority* (None: its
+    task's). Returns the run's id.
 
     With *connection*, a SQLAlchemy Connection inside your own transaction on the store's
     database (``with engine.begin() as conn:``; from an ORM Session,
@@ -56,7 +58,7 @@ def trigger(
     transaction, autocommit, another database) is refused with ConfigError before anything
     is written. See :meth:`easyjob.store.contract.TaskStore.trigger` and
     ``docs/embedding.md``."""
-    return store.tasks.trigger(name, at=at, kwargs=kwargs, connection=connection)
+    return store.tasks.trigger(name, at=at, kwargs=kwargs, connection=connection, priority=priority)
 
 
 def cancel(store: Store, run_id: int) -> Cancelled:

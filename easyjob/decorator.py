@@ -55,6 +55,8 @@ def scheduled(
     executor: str | None = None,
     jitter: Seconds = 0,
     exclude: str | None = None,
+    max_running: int | None = None,
+    priority: int = 0,
     registry: Registry | None = None,
 ) -> Callable[[F], F]: ...
 
@@ -88,6 +90,8 @@ def scheduled(
     executor: str | None = None,
     jitter: Seconds = 0,
     exclude: str | None = None,
+    max_running: int | None = None,
+    priority: int = 0,
     registry: Registry | None = None,
 ) -> Callable[[F], F] | F:
     """Mark a function as a task that runs on *cron*, every *every*, after each success of
@@ -127,6 +131,12 @@ def scheduled(
     then, never earlier, and lateness is measured from there. *exclude* names a calendar
     (``easyjob calendar add NAME DAY``): fires on its days, in *tz*, are skipped, each
     stretch of them recorded as one SKIPPED row (see ``docs/policies.md``).
+    *max_running* (an integer >= 1) caps how many of its runs are RUNNING at once across the
+    cluster, enforced by the database; a run that finds that many running waits (``skip``:
+    is SKIPPED). Without it, ``serial`` and ``skip`` mean one at a time and ``allow`` no
+    limit. *priority* (an integer, -1000 to 1000, default 0): when a node has more runs due
+    than it can start, higher priority first, lower ones aged so that none starves (see
+    ``docs/policies.md``).
     ``@scheduled`` without parentheses is ``@scheduled()``.
     """
     if callable(cron):
@@ -169,6 +179,8 @@ def scheduled(
                 broadcast=broadcast,
                 jitter=_seconds(jitter, "jitter"),
                 exclude=exclude,
+                max_running=max_running,
+                priority=priority,
             )
             hooks = _hooks(
                 on_success=on_success,

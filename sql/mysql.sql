@@ -102,6 +102,8 @@ CREATE TABLE easy_job_task (
 	broadcast BOOL NOT NULL DEFAULT false,
 	jitter_ms BIGINT NOT NULL DEFAULT 0,
 	exclude_calendar VARCHAR(255),
+	max_running INTEGER,
+	priority INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 )COMMENT='One row per task (a named function with a schedule); cron fires are made from it.';
@@ -137,6 +139,7 @@ CREATE TABLE easy_job_task_detail (
 	shards INTEGER NOT NULL DEFAULT 1,
 	target_node VARCHAR(128),
 	jitter_ms BIGINT,
+	priority INTEGER,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 )COMMENT='One row per attempt of a fire (the run history); claimed by version-checked UPDATEs.';

@@ -102,6 +102,8 @@ CREATE TABLE easy_job_task (
 	broadcast BOOLEAN DEFAULT false NOT NULL,
 	jitter_ms BIGINT DEFAULT 0 NOT NULL,
 	exclude_calendar VARCHAR(255),
+	max_running INTEGER,
+	priority INTEGER DEFAULT 0 NOT NULL,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 );
@@ -137,6 +139,7 @@ CREATE TABLE easy_job_task_detail (
 	shards INTEGER DEFAULT 1 NOT NULL,
 	target_node VARCHAR(128),
 	jitter_ms BIGINT,
+	priority INTEGER,
 	PRIMARY KEY (id),
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 );

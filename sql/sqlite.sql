@@ -100,6 +100,8 @@ CREATE TABLE easy_job_task (
 	broadcast BOOLEAN DEFAULT 0 NOT NULL,
 	jitter_ms BIGINT DEFAULT 0 NOT NULL,
 	exclude_calendar VARCHAR(255),
+	max_running INTEGER,
+	priority INTEGER DEFAULT 0 NOT NULL,
 	CONSTRAINT uq_easy_job_task_name UNIQUE (name)
 );
 
@@ -134,6 +136,7 @@ CREATE TABLE easy_job_task_detail (
 	shards INTEGER DEFAULT 1 NOT NULL,
 	target_node VARCHAR(128),
 	jitter_ms BIGINT,
+	priority INTEGER,
 	CONSTRAINT uq_easy_job_task_detail_cron_fire UNIQUE (task_id, cron_key, shard)
 );
 

@@ -36,7 +36,7 @@ def _names(text: str) -> list[str]:
 
 
 def add_trigger_parser(sub: Any, command: Any, option: Any) -> None:
-    """``trigger NAME [--at TIME] [--kwargs JSON]``."""
+    """``trigger NAME [--at TIME] [--kwargs JSON] [--priority N]``."""
     parser = command(sub, "trigger", "run a task once, now or at a given time; prints the run id")
     parser.add_argument("name", metavar="NAME", help="task name")
     option(
@@ -55,6 +55,31 @@ def add_trigger_parser(sub: Any, command: Any, option: Any) -> None:
         metavar="JSON",
         help="arguments for the function, a JSON object; only those the task accepts",
     )
+    option(
+        parser,
+        "--priority",
+        env="TRIGGER_PRIORITY",
+        kind=_priority,
+        metavar="N",
+        help="the run's priority, -1000 to 1000 (default: its task's): a node with more runs "
+        "due than it can start starts higher ones first",
+    )
+
+
+def _priority(text: str) -> int:
+    """``--priority``: an integer in :data:`~easyjob.core.records.PRIORITY_RANGE`."""
+    from easyjob.core.records import PRIORITY_RANGE
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value not in PRIORITY_RANGE:
+        raise ValueError(
+            f"invalid priority {text!r}: an integer from {PRIORITY_RANGE.start} to "
+            f"{PRIORITY_RANGE.stop - 1}"
+        )
+    return value
 
 
 def add_cancel_parser(sub: Any, command: Any, positive_int: Any) -> None:
@@ -151,7 +176,9 @@ def trigger(args: argparse.Namespace) -> int:
     from easyjob.views import live_code
 
     with existing_store(args.db) as store:
-        run_id = control.trigger(store, args.name, at=args.at, kwargs=args.kwargs)
+        run_id = control.trigger(
+            store, args.name, at=args.at, kwargs=args.kwargs, priority=args.priority
+        )
         runnable = live_code(store).runs(store.tasks.get(args.name))
     document = {"task": args.name, "run_id": run_id, "runnable": runnable}
     sys.stdout.write(

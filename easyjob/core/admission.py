@@ -22,9 +22,27 @@ Misfire (:func:`misfire`), for a run of a task with a schedule:
 - A *manual* run (a trigger) is never missed: it was asked for, and it waits out a pause.
   A *child* run (``parent=``) is missed only under ``skip``, past the grace.
 
-Overlap (:func:`on_busy`): when another run of the task is RUNNING, a ``serial`` run waits
-and a ``skip`` run is SKIPPED; ``allow`` runs are never held. (Whether the task is busy is
-read under a lock in the database, see ``RunStore.start_many``; this says what follows.)
+Overlap and concurrency (:func:`run_limit`, :func:`held_back`, :func:`on_busy`): a task's
+*limit* is how many of its runs may be RUNNING at once across the cluster: ``max_running``
+when the task sets it, else 1 for ``serial`` and ``skip`` and none for ``allow``. The shards
+of one fire count as one run (they run side by side). A run that finds its task at the
+limit waits under ``serial`` and ``allow`` and is SKIPPED under ``skip``. A waiting run
+stays subject to the misfire rule: it is MISSED when superseded (``fire_once``, ``skip``) or,
+under ``skip``, past its grace, and waits on under ``catch_up`` and when triggered. (How
+many are RUNNING is read under a lock of the task rows in the database, see
+``RunStore.start_many``; this says what follows.)
+
+Priority (:func:`effective_priority`, :func:`start_order`): when a node has more runs due
+than it can start, it starts them in order of *effective* priority, highest first: the
+run's priority (its task's, or the one its trigger gave) plus one for each
+:data:`AGING_STEP` it has been due, ties by due time. Aging bounds every run's wait: one of
+priority *p* due while runs of priority *q* > *p* keep coming is started at the latest once
+it has waited ``(q - p) * AGING_STEP`` (then it is ahead of every fresher run of *q*), plus
+the time the node takes to start the older ones ahead of it. Equal priorities keep the due
+order, so a cluster that sets no priority runs exactly as before. A node that can claim no
+more (its workers busy, due runs waiting for them) hands a waiting run back for a PENDING
+one of higher priority (:func:`outranked`), so a high run due later is not stuck behind the
+low runs a node claimed first.
 
 Placement (:func:`declares`, :func:`admit`): a node runs only the tasks its code declares
 (a :class:`Catalog`: name and function, and the functions it allows for tasks added at run
@@ -61,6 +79,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 from functools import lru_cache
+from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 from easyjob.core.records import ORIGIN_RUNTIME, Candidate, Run
@@ -68,6 +87,7 @@ from easyjob.core.schedule import Schedule, build_schedule
 from easyjob.core.states import Misfire, Overlap, Trigger
 
 __all__ = [
+    "AGING_STEP",
     "SUPERSEDED",
     "Catalog",
     "Days",
@@ -75,20 +95,28 @@ __all__ = [
     "JoinFacts",
     "RunFacts",
     "ScheduleKey",
+    "Slot",
     "Verdict",
     "admit",
     "declares",
+    "effective_priority",
     "excluded_until",
     "exclusive",
     "facts_of",
     "fire_verdict",
+    "held_back",
+    "held_reason",
     "jitter_of",
     "join",
     "misfire",
     "on_busy",
+    "outranked",
     "planner_owner",
+    "priority_tiers",
+    "run_limit",
     "schedule_of",
     "start_deadline",
+    "start_order",
     "superseded_reason",
 ]
 
@@ -252,20 +280,135 @@ def fire_verdict(
     )
 
 
-def exclusive(overlap: Overlap) -> bool:
-    """Whether runs of a task with *overlap* take turns: at most one RUNNING at a time (the
-    shards of one fire together), so a run must find its task free to start (``serial``,
-    ``skip``); ``allow`` runs never wait for each other."""
-    return overlap != Overlap.ALLOW
+def run_limit(overlap: Overlap, max_running: int | None = None) -> int | None:
+    """How many runs of a task with *overlap* and *max_running* may be RUNNING at once
+    across the cluster (the shards of one fire counting as one): *max_running* when given,
+    else 1 for ``serial`` and ``skip`` (``serial`` is ``max_running=1``), and None (no
+    limit) for ``allow``."""
+    if max_running is not None:
+        return max_running
+    return None if overlap == Overlap.ALLOW else 1
 
 
-def on_busy(overlap: Overlap) -> Decision:
-    """What follows for a run whose task has another run RUNNING (see the module
-    docstring): ``skip`` is SKIPPED, ``serial`` waits (and so does an ``allow`` run held
+def exclusive(overlap: Overlap, max_running: int | None = None) -> bool:
+    """Whether runs of a task with *overlap* and *max_running* are limited (see
+    :func:`run_limit`): a run must find a free place under its task's limit to start.
+    Without *max_running*, ``serial`` and ``skip`` runs take turns (at most one RUNNING, the
+    shards of one fire together); ``allow`` runs never wait for each other."""
+    return run_limit(overlap, max_running) is not None
+
+
+#: A RUNNING run, or one asking to start, as the limit counts it: (run id, fire time, shards).
+Slot = tuple[int, datetime, int]
+
+
+def held_back(limit: int, running: Sequence[Slot], asking: Sequence[Slot]) -> set[int]:
+    """Of *asking* (runs of one task, in the order they are to start), the ids that may not
+    start because *limit* runs of the task would then be RUNNING; *running* are the runs
+    RUNNING now. The shards of one fire (``shards > 1``, the same fire time) count as one
+    run: a shard whose fire already runs joins it. A run is never counted against itself
+    (a start retried after its reply was lost finds its own row RUNNING)."""
+    asked = {run_id for run_id, _, _ in asking}
+    taken = {_unit(s) for s in running if s[0] not in asked}
+    out: set[int] = set()
+    for slot in asking:
+        unit = _unit(slot)
+        if unit in taken:
+            continue
+        if len(taken) >= limit:
+            out.add(slot[0])
+        else:
+            taken.add(unit)
+    return out
+
+
+def _unit(slot: Slot) -> tuple[str, object]:
+    """What one place under the limit holds: a fire (all its shards) or a single run."""
+    run_id, fire_time, shards = slot
+    return ("fire", fire_time) if shards > 1 else ("run", run_id)
+
+
+def on_busy(overlap: Overlap, max_running: int | None = None) -> Decision:
+    """What follows for a run whose task is at its limit (see the module docstring):
+    ``skip`` is SKIPPED, ``serial`` and ``allow`` wait (an ``allow`` run may also be held
     back for another reason, such as its start deadline: it is asked again shortly)."""
+    if max_running is None:
+        if overlap == Overlap.SKIP:
+            return Decision(Verdict.SKIP, "skipped: the previous run is still running")
+        return Decision(Verdict.WAIT, "waits for the previous run to end")
+    full = f"{max_running} run(s) of its task are running (max_running {max_running})"
     if overlap == Overlap.SKIP:
-        return Decision(Verdict.SKIP, "skipped: the previous run is still running")
-    return Decision(Verdict.WAIT, "waits for the previous run to end")
+        return Decision(Verdict.SKIP, f"skipped: {full}")
+    return Decision(Verdict.WAIT, f"waits: {full}")
+
+
+def held_reason(missed: str, overlap: Overlap, max_running: int | None) -> str:
+    """The ``error_msg`` of a run MISSED (for *missed*) while it waited for its task's limit
+    set by *max_running*: the misfire reason, and why it had not started."""
+    if max_running is None:
+        return missed
+    return f"{missed}; it {on_busy(overlap, max_running).reason}"
+
+
+#: How long a due run waits for its effective priority to grow by one (see
+#: :func:`effective_priority`).
+AGING_STEP = timedelta(seconds=10)
+
+
+def effective_priority(priority: int, due_time: datetime, now: datetime) -> int:
+    """*priority* plus one for each whole :data:`AGING_STEP` the run has been due at *now*
+    (nothing before it is due): what orders the runs a node cannot all start at once."""
+    if now <= due_time:
+        return priority
+    return priority + (now - due_time) // AGING_STEP
+
+
+_Ranked = TypeVar("_Ranked", Candidate, Run)
+
+
+def start_order(runs: Sequence[_Ranked], now: datetime) -> list[_Ranked]:
+    """*runs* in the order a node starts them when it cannot start them all at *now*:
+    highest :func:`effective_priority` first, then earliest due, then by id. Runs of equal
+    priority keep their due order."""
+    return sorted(
+        runs, key=lambda r: (-effective_priority(r.priority, r.due_time, now), r.due_time, r.id)
+    )
+
+
+def outranked(
+    waiting: Sequence[Run], pending: Sequence[Candidate], now: datetime
+) -> list[tuple[Run, Candidate]]:
+    """For a node that can claim no more (its workers busy, runs due waiting for them):
+    pairs of a run waiting here and a PENDING run that should take its place at *now*, the
+    best pending run with the worst waiting one first. A pending run outranks a waiting
+    one when both its priority and its :func:`effective_priority` are higher: a higher
+    priority displaces, aging only protects (a run aged to the level of fresher runs of
+    higher priority keeps its place), and runs of equal priority are never swapped (a
+    cluster that sets no priority claims as before)."""
+    best = start_order(pending, now)
+    worst = list(reversed(start_order(waiting, now)))
+    pairs: list[tuple[Run, Candidate]] = []
+    for held, due in zip(worst, best, strict=False):
+        if due.priority <= held.priority or effective_priority(
+            due.priority, due.due_time, now
+        ) <= effective_priority(held.priority, held.due_time, now):
+            break
+        pairs.append((held, due))
+    return pairs
+
+
+def priority_tiers(runs: Sequence[_Ranked], now: datetime) -> list[list[_Ranked]]:
+    """*runs* in :func:`start_order`, cut into groups of equal effective priority (highest
+    first): a node takes a whole group before any of the next."""
+    tiers: list[list[_Ranked]] = []
+    last: int | None = None
+    for run in start_order(runs, now):
+        level = effective_priority(run.priority, run.due_time, now)
+        if level != last:
+            tiers.append([])
+            last = level
+        tiers[-1].append(run)
+    return tiers
 
 
 def admit(

@@ -15,9 +15,11 @@ if TYPE_CHECKING:
     from easyjob.core.schedule import Schedule
 
 __all__ = [
+    "MAX_RUNNING",
     "MAX_SHARDS",
     "ORIGIN_CODE",
     "ORIGIN_RUNTIME",
+    "PRIORITY_RANGE",
     "Advance",
     "Candidate",
     "HeldRun",
@@ -28,6 +30,7 @@ __all__ = [
     "Run",
     "TaskRow",
     "TaskSpec",
+    "check_priority",
 ]
 
 _MAX_NAME = 255
@@ -82,6 +85,8 @@ class TaskSpec:
     jitter: timedelta = timedelta(0)
     #: the calendar (``easy_job_calendar.name``) whose days this task's fires skip
     exclude: str | None = None
+    max_running: int | None = None
+    priority: int = 0
 
     def __post_init__(self) -> None:
         from easyjob.core.cron import CronSchedule, parse_tz
@@ -114,6 +119,7 @@ class TaskSpec:
             raise TaskDefinitionError(
                 f"{what}: shards must be an integer from 1 to {MAX_SHARDS}, got {self.shards!r}"
             )
+        _check_limits(self, what)
         if not isinstance(self.broadcast, bool):
             raise TaskDefinitionError(
                 f"{what}: broadcast must be True or False, got {self.broadcast!r}"
@@ -182,6 +188,8 @@ class TaskSpec:
             "broadcast": self.broadcast,
             "jitter_ms": _ms(self.jitter),
             "exclude_calendar": self.exclude,
+            "max_running": self.max_running,
+            "priority": self.priority,
         }
 
 
@@ -206,6 +214,35 @@ def _check_parents(spec: TaskSpec, what: str) -> None:
         )
     object.__setattr__(spec, "parents", parents)
     object.__setattr__(spec, "parent", parents[0] if parents else None)
+
+
+#: The range of a task's or a trigger's ``priority``.
+PRIORITY_RANGE = range(-1000, 1001)
+#: The largest ``max_running``.
+MAX_RUNNING = 1_000_000
+
+
+def check_priority(value: Any, what: str) -> int:
+    """*value* as a priority: an integer in :data:`PRIORITY_RANGE`, else TaskDefinitionError
+    naming *what* and the value."""
+    if not isinstance(value, int) or isinstance(value, bool) or value not in PRIORITY_RANGE:
+        raise TaskDefinitionError(
+            f"{what}: priority must be an integer from {PRIORITY_RANGE.start} to "
+            f"{PRIORITY_RANGE.stop - 1}, got {value!r}"
+        )
+    return value
+
+
+def _check_limits(spec: TaskSpec, what: str) -> None:
+    """*max_running* (None, or 1 to :data:`MAX_RUNNING`) and *priority* of *spec*."""
+    value = spec.max_running
+    if value is not None and (
+        not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_RUNNING
+    ):
+        raise TaskDefinitionError(
+            f"{what}: max_running must be None or an integer from 1 to {MAX_RUNNING}, got {value!r}"
+        )
+    check_priority(spec.priority, what)
 
 
 def _check_schedule(spec: TaskSpec, what: str) -> None:
@@ -340,6 +377,9 @@ class TaskRow:
     broadcast: bool = False
     jitter_ms: int = 0
     exclude_calendar: str | None = None
+    #: at most this many runs RUNNING at once (None: as its overlap says)
+    max_running: int | None = None
+    priority: int = 0
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> TaskRow:
@@ -430,6 +470,10 @@ class Candidate(_TaskSchedule):
     shard: int = 0
     target_node: str | None = None
     triggered_by: Trigger = Trigger.CRON
+    shards: int = 1
+    max_running: int | None = None
+    #: the run's priority: its trigger's, else its task's (see admission.start_order)
+    priority: int = 0
 
     @property
     def grace(self) -> timedelta:
@@ -466,6 +510,11 @@ class Run(_TaskSchedule):
     shard: int = 0
     shards: int = 1
     target_node: str | None = None
+    max_running: int | None = None
+    #: the run's priority: its trigger's, else its task's (see admission.start_order)
+    priority: int = 0
+    #: the priority its trigger gave it (``easy_job_task_detail.priority``), kept by a retry
+    trigger_priority: int | None = None
 
     @property
     def grace(self) -> timedelta:
@@ -495,6 +544,7 @@ class HeldRun:
     shard: int = 0
     shards: int = 1
     target_node: str | None = None
+    priority: int | None = None  # its trigger's, carried to the new attempt
 
 
 @dataclass(frozen=True)

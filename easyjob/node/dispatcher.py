@@ -36,7 +36,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from easyjob.clock import Clock
-from easyjob.core.admission import Verdict, admit, exclusive, facts_of, misfire, on_busy
+from easyjob.core.admission import (
+    Verdict,
+    admit,
+    exclusive,
+    facts_of,
+    held_reason,
+    misfire,
+    on_busy,
+)
 from easyjob.core.config import NodeConfig
 from easyjob.core.outcome import Outcome
 from easyjob.core.records import Run
@@ -157,6 +165,21 @@ class Dispatcher:
     def held_ids(self) -> set[int]:
         with self._lock:
             return self._table.held_ids()
+
+    def waiting_runs(self) -> list[Run]:
+        """The runs claimed here and not started yet."""
+        with self._lock:
+            return self._table.waiting_runs()
+
+    def give_back(self, run_ids: list[int], why: str) -> list[Run]:
+        """Hand back (version-checked release) the runs of *run_ids* still waiting here;
+        returns those released."""
+        with self._lock:
+            runs = self._table.take_back(run_ids)
+        if not runs:
+            return []
+        won = self.writer.release(runs, why)
+        return [r for r in runs if won is not None and r.id in won]
 
     def counts(self) -> dict[str, int]:
         """Runs waiting, running and stuck now; writes given up so far."""
@@ -351,10 +374,15 @@ class Dispatcher:
         batch: list[Run] = []
         foreign: list[Run] = []
         missed: list[tuple[Run, str]] = []
+        with self._lock:
+            waited = self._table.held_back()
         for run in due:
             decision = admit(facts_of(run), now, declared_here=self.jobs.entry(run) is not None)
             if decision.verdict == Verdict.MISS:
-                missed.append((run, decision.reason or "missed"))
+                why = decision.reason or "missed"
+                if run.id in waited:  # it waited for its task's limit: say so
+                    why = held_reason(why, run.overlap, run.max_running)
+                missed.append((run, why))
             elif decision.verdict == Verdict.ELSEWHERE:  # claimed by mistake
                 foreign.append(run)
             else:
@@ -366,7 +394,7 @@ class Dispatcher:
             self._dropped(run)
         if not batch:
             return
-        exclusive_ids = {r.id for r in batch if exclusive(r.overlap)}
+        exclusive_ids = {r.id for r in batch if exclusive(r.overlap, r.max_running)}
         started = self.writer.start(batch, exclusive_ids)
         retry_at = now + self._retry
         skipped: list[tuple[Run, str]] = []
@@ -382,10 +410,13 @@ class Dispatcher:
             elif result is BLOCKED:  # its task is busy, or its start deadline came
                 late = misfire(facts_of(run), now)
                 if late is not None:
-                    missed_late.append((run, late.reason or "missed"))
-                elif (busy := on_busy(run.overlap)).verdict == Verdict.SKIP:
+                    why = held_reason(late.reason or "missed", run.overlap, run.max_running)
+                    missed_late.append((run, why))
+                elif (busy := on_busy(run.overlap, run.max_running)).verdict == Verdict.SKIP:
                     skipped.append((run, busy.reason or "skipped"))
                 else:
+                    if run.id in exclusive_ids:
+                        self._metrics.held_back(run.task_name)
                     with self._lock:
                         self._table.blocked(run, retry_at)
             else:

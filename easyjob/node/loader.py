@@ -15,6 +15,10 @@ from easyjob.core.admission import (
     facts_of,
     misfire,
     on_busy,
+    outranked,
+    priority_tiers,
+    run_limit,
+    start_order,
 )
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import ORIGIN_RUNTIME, Candidate, Run
@@ -104,6 +108,8 @@ class Loader(Loop):
         self._behind = 0  # runs marked MISSED since the last report in the log
         self._direct_at: datetime | None = None  # when to claim the runs left for their time
         self._behind_told: datetime | None = None
+        #: priorities differed among the runs due here lately: read past the window
+        self._ranked = False
 
     def step(self) -> float | None:
         if not self._liveness.fresh():
@@ -117,6 +123,7 @@ class Loader(Loop):
         self._polls += 1
         if self._polls % _FORGET_POLLS == 0:
             self._foreign.clear()  # a task's row may have been changed to this node's code
+            self._ranked = False  # seen again if priorities still differ
         now = self._liveness.db_now()
         horizon = now + timedelta(seconds=self._config.lookahead_s)
         self._direct_at = None
@@ -149,9 +156,9 @@ class Loader(Loop):
             due = self._store.runs.pending(
                 now, self._config.batch, self._foreign, node_id=self._config.node_id
             )
-            self._miss(
-                [c for c in due if self._mine(c.task_id, c.task_name, c.func, c.origin)], now
-            )
+            mine = [c for c in due if self._mine(c.task_id, c.task_name, c.func, c.origin)]
+            self._miss(mine, now)
+            self._outrank(mine, now)
             return False
         if self._config.claim_mode == "skip_locked":
             won = self._writer.claim_next(horizon, room, self._foreign)
@@ -162,8 +169,11 @@ class Loader(Loop):
             self._dispatcher.submit(won)
             return len(won) == room
         live = [n.node_id for n in self._membership.nodes()]
-        # enough for every live node to take a slice of its own (see _spread)
+        # enough for every live node to take a slice of its own (see _spread); while
+        # priorities differ here, a batch at least, to see high runs behind a backlog
         limit = room * max(1, len(live))
+        if self._ranked:
+            limit = max(limit, self._config.batch)
         pending = self._store.runs.pending(
             horizon, limit, self._foreign, node_id=self._config.node_id
         )
@@ -180,7 +190,10 @@ class Loader(Loop):
         if self._miss(mine, now):
             return True  # read again: the backlog shrank
         mine = _first_per_exclusive_task(mine)
-        chosen = _spread(self._choose(mine, now), room, live, self._config.node_id)
+        chosen = self._choose(mine, now)
+        if len(chosen) > room and len({c.priority for c in chosen}) > 1:
+            self._ranked = True
+        chosen = _spread_by_priority(chosen, room, live, self._config.node_id, now)
         if not chosen:
             return len(self._foreign) > known_foreign  # read again without those tasks
         won, tried = self._claim_chosen(chosen, mine, now)
@@ -191,6 +204,28 @@ class Loader(Loop):
         # more at once: a full batch won, or some won from a full read (a backlog: the runs
         # lost to other nodes are theirs, the next read finds others)
         return len(won) == room or (bool(won) and len(pending) == limit)
+
+    def _outrank(self, due: list[Candidate], now: datetime) -> None:
+        """A node that can claim no more hands back waiting runs for due PENDING runs of
+        higher priority (see :func:`easyjob.core.admission.outranked`) and claims those."""
+        top = max((c.priority for c in due), default=None)
+        if top is not None and top > min(c.priority for c in due):
+            self._ranked = True
+        waiting = self._dispatcher.waiting_runs()
+        if top is None or all(r.priority >= top for r in waiting):
+            return  # nothing due outranks what waits here (always so without priorities)
+        held = self._dispatcher.held_ids()
+        pending = self._choose([c for c in due if c.id not in held], now)
+        pairs = outranked(waiting, pending, now)
+        if not pairs:
+            return
+        given = self._dispatcher.give_back(
+            [r.id for r, _ in pairs], "a run of higher priority is due"
+        )
+        won = self._writer.claim([c for _, c in pairs][: len(given)]) if given else []
+        self.offered += len(given)
+        self.lost += len(given) - len(won)
+        self._dispatcher.submit(won)
 
     def _claim_chosen(
         self, chosen: list[Candidate], mine: list[Candidate], now: datetime
@@ -212,14 +247,19 @@ class Loader(Loop):
         at_once = [
             c
             for c in direct
-            if c.due_time <= soon and (not exclusive(c.overlap) or c.task_id not in held)
-        ][: self._dispatcher.startable(soon)]
+            if c.due_time <= soon
+            and (not exclusive(c.overlap, c.max_running) or c.task_id not in held)
+        ]
+        startable = self._dispatcher.startable(soon)
+        if len(at_once) > startable:  # more due than workers free: the admission rule's order
+            at_once = start_order(at_once, now)
+        at_once = at_once[:startable]
         later = [c for c in direct if c.due_time > soon]
         if later:
             self._direct_at = min(c.due_time for c in later) - CLAIM_LEAD
         won: list[Run] = []
         if at_once:
-            serial = [c.id for c in at_once if exclusive(c.overlap)]
+            serial = [c.id for c in at_once if exclusive(c.overlap, c.max_running)]
             won = self._writer.claim_started(at_once, exclusive=serial)
         ids = {c.id for c in at_once} | {c.id for c in later}
         rest = [c for c in chosen if c.id not in ids]
@@ -298,15 +338,34 @@ def _skipped_if_busy(candidate: Candidate) -> bool:
 
 
 def _first_per_exclusive_task(candidates: list[Candidate]) -> list[Candidate]:
-    """*candidates* (in due order) less every exclusive task's runs after its first."""
-    seen: set[int] = set()
+    """*candidates* (in due order) less every limited task's runs after its first ones, as
+    many as its limit (one for ``serial``; see :func:`easyjob.core.admission.run_limit`)."""
+    seen: Counter[int] = Counter()
     out = []
     for c in candidates:
-        if exclusive(c.overlap):
-            if c.task_id in seen:
+        limit = run_limit(c.overlap, c.max_running)
+        if limit is not None:
+            if seen[c.task_id] >= limit:
                 continue
-            seen.add(c.task_id)
+            seen[c.task_id] += 1
         out.append(c)
+    return out
+
+
+def _spread_by_priority(
+    chosen: list[Candidate], free: int, live: list[str], me: str, now: datetime
+) -> list[Candidate]:
+    """:func:`_spread` of *chosen*, when more are offered than *free* and their priorities
+    differ, tier by tier of the admission rule's effective priority (highest first, see
+    :func:`easyjob.core.admission.priority_tiers`): lower tiers only get the room the
+    higher leave; nodes spread over the runs within a tier."""
+    if len(chosen) <= free or len({c.priority for c in chosen}) == 1:
+        return _spread(chosen, free, live, me)  # equal priorities: aging keeps due order
+    out: list[Candidate] = []
+    for tier in priority_tiers(chosen, now):
+        out += _spread(tier, free - len(out), live, me)
+        if len(out) >= free:
+            break
     return out
 
 

@@ -1,12 +1,15 @@
 """The node's timetable: runs it claimed, until they end (pure: no threads, clock or database).
 
 A run here is *waiting* (claimed, not started: its fire time has not come, no worker is
-free, or a run of the same exclusive task is ahead of it) or *running* (started, its
+free, or runs of the same limited task are ahead of it) or *running* (started, its
 function holds a worker). Only running runs take worker slots: waiting costs nothing but a
 row in memory, so one slow task never blocks the others.
 
-Runs of an exclusive task (overlap ``serial`` or ``skip``) leave the timetable one at a
-time and in fire order: the next waits until the one before it has ended here. The caller
+Runs of a limited task (overlap ``serial`` or ``skip``, or a ``max_running``: see
+:func:`~easyjob.core.admission.run_limit`) leave the timetable at most its limit at a time
+(one for ``serial``) and in order: the next waits until one before it has ended here. When
+more runs are due than workers are free, they leave in the admission rule's
+:func:`~easyjob.core.admission.start_order` (highest effective priority first). The caller
 (the dispatcher) owns the clock and the database: it asks :meth:`Timetable.pop_due` what
 may start now, writes the starts, and reports each run's fate back.
 """
@@ -15,11 +18,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from easyjob.core.admission import exclusive
+from easyjob.core.admission import run_limit, start_order
 from easyjob.core.records import Run
 
 __all__ = ["Room", "Timetable"]
@@ -47,8 +51,10 @@ class Timetable:
         self._ready: dict[int, datetime] = {}
         self._added: dict[int, datetime] = {}  # waiting run -> when it was claimed
         self._seq = itertools.count()
-        self._head: dict[int, int] = {}  # exclusive task -> its run that is out or next
-        self._gated: dict[int, list[Run]] = {}  # exclusive task -> runs behind its head
+        self._out: dict[int, set[int]] = {}  # limited task -> its runs out (or next)
+        self._gated: dict[int, list[Run]] = {}  # limited task -> runs behind those
+        self._held_back: set[int] = set()  # runs that waited for their task's limit
+        self._priorities: Counter[int] = Counter()  # waiting runs by priority
         self._running: dict[int, Run] = {}
         self._since: dict[int, float] = {}  # running run -> when it started (monotonic)
         self._stuck: set[int] = set()
@@ -95,9 +101,18 @@ class Timetable:
         return max(0, self.free_workers() - due)
 
     def exclusive_tasks_waiting(self) -> set[int]:
-        """Exclusive tasks with a run waiting here: the node claims no more of them (it
-        holds at most one waiting run per exclusive task; later fires stay PENDING)."""
-        return {r.task_id for r in self._waiting.values() if exclusive(r.overlap)}
+        """Limited tasks with as many runs waiting here as their limit: the node claims no
+        more of them (it holds at most its limit of waiting runs per limited task, one for
+        ``serial``; later fires stay PENDING)."""
+        count: dict[int, int] = {}
+        full: set[int] = set()
+        for r in self._waiting.values():
+            limit = run_limit(r.overlap, r.max_running)
+            if limit is not None:
+                count[r.task_id] = count.get(r.task_id, 0) + 1
+                if count[r.task_id] >= limit:
+                    full.add(r.task_id)
+        return full
 
     def room(self, room: Room, now: float, behind_before: datetime | None = None) -> int:
         """How many more runs to claim at monotonic time *now*: what the workers can start
@@ -136,10 +151,14 @@ class Timetable:
 
     def _wait(self, run: Run) -> None:
         self._waiting[run.id] = run
+        self._priorities[run.priority] += 1
         self._of_task.setdefault(run.task_id, set()).add(run.id)
 
     def _unwait(self, run_id: int) -> Run:
         run = self._waiting.pop(run_id)
+        self._priorities[run.priority] -= 1
+        if not self._priorities[run.priority]:
+            del self._priorities[run.priority]
         same = self._of_task[run.task_id]
         same.discard(run_id)
         if not same:
@@ -163,27 +182,54 @@ class Timetable:
             heapq.heappop(self._heap)
 
     def pop_due(self, now: datetime) -> list[Run]:
-        """The waiting runs that may start at database time *now*, in fire order: due, a
-        worker free for each, and at most one run per exclusive task, none while another
-        of its runs is out. Each takes a worker slot until it is reported back with
-        :meth:`started` then :meth:`finished`, or with :meth:`blocked` or :meth:`dropped`."""
+        """The waiting runs that may start at database time *now*: due, a worker free for
+        each, and at most its limit of runs out per limited task. In fire order while they
+        all fit; when more are due than workers are free, in
+        :func:`~easyjob.core.admission.start_order` when their priorities differ (runs of
+        equal priority keep the fire order). Each takes a worker slot until it is reported
+        back with :meth:`started` then :meth:`finished`, or with :meth:`blocked` or
+        :meth:`dropped`."""
         out: list[Run] = []
-        while self.free_workers() > 0 and (at := self.next_ready()) is not None:
-            if at > now:
+        while (free := self.free_workers()) > 0:
+            ready = self._ready_by(now, free + 1)
+            if not ready:
                 break
-            _, _, run_id = heapq.heappop(self._heap)
-            run = self._waiting[run_id]
-            del self._ready[run_id]
-            if exclusive(run.overlap):
-                head = self._head.setdefault(run.task_id, run_id)
-                if head != run_id:  # behind the task's run that is out (or blocked)
-                    self._gated.setdefault(run.task_id, []).append(run)
-                    continue
-            self._unwait(run_id)
-            del self._added[run_id]
-            self._running[run_id] = run
-            out.append(run)
+            if len(ready) > free and len(self._priorities) > 1:
+                ready = self._ranked(ready, now)  # (equal priorities: the heap's order)
+            for run in ready[:free]:
+                self._take(run, out)
+            for run in ready[free:]:
+                self._schedule(run, self._ready.pop(run.id))
         return out
+
+    def _ready_by(self, now: datetime, most: int) -> list[Run]:
+        """Up to *most* waiting runs ready by *now*, off the heap, earliest first."""
+        ready: list[Run] = []
+        while len(ready) < most and (at := self.next_ready()) is not None and at <= now:
+            _, _, run_id = heapq.heappop(self._heap)
+            ready.append(self._waiting[run_id])
+        return ready
+
+    def _ranked(self, ready: list[Run], now: datetime) -> list[Run]:
+        """More runs are ready than workers free: every run ready by *now*, in start order."""
+        ready += self._ready_by(now, len(self._heap))
+        return start_order(ready, now)
+
+    def _take(self, run: Run, out: list[Run]) -> None:
+        """*run* (ready, off the heap) goes out, or waits behind its limited task's runs."""
+        del self._ready[run.id]
+        limit = run_limit(run.overlap, run.max_running)
+        if limit is not None:
+            taken = self._out.setdefault(run.task_id, set())
+            if run.id not in taken and len(taken) >= limit:
+                self._gated.setdefault(run.task_id, []).append(run)
+                self._held_back.add(run.id)
+                return
+            taken.add(run.id)
+        self._unwait(run.id)
+        del self._added[run.id]
+        self._running[run.id] = run
+        out.append(run)
 
     def overdue(self, now: datetime, grace: timedelta, mono: float) -> list[Run]:
         """Waiting runs that no worker was free for within *grace* of their due time (or
@@ -208,18 +254,19 @@ class Timetable:
             run = self._unwait(run_id)
             del self._ready[run_id]
             del self._added[run_id]
-            self._end_head(run)
+            self._held_back.discard(run_id)
+            self._end_out(run)
             out.append(run)
         for entry in kept:
             heapq.heappush(self._heap, entry)
         return out
 
     def begin(self, run: Run) -> None:
-        """*run* was claimed and started in one write: it takes a worker slot (and the
-        head of its exclusive task) at once, until :meth:`started` then :meth:`finished`."""
+        """*run* was claimed and started in one write: it takes a worker slot (and a place
+        of its limited task) at once, until :meth:`started` then :meth:`finished`."""
         self._running[run.id] = run
-        if exclusive(run.overlap):
-            self._head.setdefault(run.task_id, run.id)
+        if run_limit(run.overlap, run.max_running) is not None:
+            self._out.setdefault(run.task_id, set()).add(run.id)
 
     def started(self, run: Run, at: float) -> None:
         """*run* (popped) is RUNNING since monotonic time *at*, with the version the start
@@ -230,17 +277,23 @@ class Timetable:
     def blocked(self, run: Run, retry_at: datetime) -> None:
         """*run* (popped) could not start: a run of its task runs on another node. It
         waits again, without a worker and still ahead of its task's later runs, until
-        *retry_at*."""
+        *retry_at*. It keeps its place among its limited task's runs out."""
         self._running.pop(run.id, None)
+        self._held_back.add(run.id)
         self._wait(run)
         self._added[run.id] = retry_at
         self._schedule(run, retry_at)
 
+    def held_back(self) -> set[int]:
+        """The runs here that have waited for their task's limit (see :meth:`blocked`)."""
+        return set(self._held_back)
+
     def dropped(self, run: Run) -> None:
         """*run* (popped) is no longer this node's: closed, released or fenced."""
+        self._held_back.discard(run.id)
         self._running.pop(run.id, None)
         self._since.pop(run.id, None)
-        self._end_head(run)
+        self._end_out(run)
 
     def timed_out(self, run_id: int) -> None:
         """*run_id*'s outcome was written as a timeout while its function goes on."""
@@ -250,30 +303,60 @@ class Timetable:
     def finished(self, run_id: int, seconds: float) -> None:
         """*run_id*'s function returned after *seconds*: its worker is free again."""
         run = self._running.pop(run_id, None)
+        self._held_back.discard(run_id)
         if run is None:
             return
         self._since.pop(run_id, None)
         self._stuck.discard(run_id)
-        self._end_head(run)
+        self._end_out(run)
         weight = 1.0 if self.mean_run_s == 0 else _EWMA
         self.mean_run_s += weight * (seconds - self.mean_run_s)
 
-    def _end_head(self, run: Run) -> None:
-        """*run* no longer holds its exclusive task: the next of its runs may go."""
-        if self._head.get(run.task_id) != run.id:
+    def _end_out(self, run: Run) -> None:
+        """*run* no longer holds a place of its limited task: the runs behind may go."""
+        taken = self._out.get(run.task_id)
+        if taken is None or run.id not in taken:
             return
-        del self._head[run.task_id]
+        taken.discard(run.id)
+        if not taken:
+            del self._out[run.task_id]
         for behind in self._gated.pop(run.task_id, []):
             self._schedule(behind, behind.due_time)
+
+    def waiting_runs(self) -> list[Run]:
+        """The runs waiting here (claimed, not started)."""
+        return list(self._waiting.values())
+
+    def take_back(self, run_ids: Iterable[int]) -> list[Run]:
+        """Remove the runs of *run_ids* still waiting here (to be handed back); a run that
+        went out meanwhile stays."""
+        out: list[Run] = []
+        for run_id in run_ids:
+            if run_id not in self._waiting or run_id in self._running:
+                continue
+            run = self._unwait(run_id)
+            self._held_back.discard(run_id)
+            self._ready.pop(run_id, None)  # its heap entry goes stale
+            self._added.pop(run_id, None)
+            gated = self._gated.get(run.task_id)
+            if gated is not None and run in gated:
+                gated.remove(run)
+            self._end_out(run)
+            out.append(run)
+        return out
 
     def drain(self) -> list[Run]:
         """Every waiting run, removed (the node is stopping: they are handed back)."""
         runs = list(self._waiting.values())
         self._waiting.clear()
+        self._priorities.clear()
         self._of_task.clear()
         self._ready.clear()
         self._added.clear()
         self._heap.clear()
         self._gated.clear()
-        self._head = {t: r for t, r in self._head.items() if r in self._running}
+        self._held_back.clear()
+        self._out = {
+            t: kept for t, runs in self._out.items() if (kept := runs & set(self._running))
+        }
         return runs

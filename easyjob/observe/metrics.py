@@ -81,6 +81,10 @@ class Metrics:
     def misfired(self, task: str, n: int = 1) -> None:
         """*n* fires of *task* were recorded MISSED by this node."""
 
+    def held_back(self, task: str) -> None:
+        """A start of a run of *task* was held back: the task was at its limit of runs
+        RUNNING (``max_running``, or a ``serial`` run's predecessor); the run waits."""
+
     def unhealthy(self, cause: str) -> None:
         """The node became unhealthy for *cause* (see :mod:`easyjob.node.health`)."""
 
@@ -107,6 +111,7 @@ class _Series:
         "cancelled",
         "duration",
         "finished",
+        "held",
         "label",
         "lateness",
         "misfires",
@@ -120,6 +125,7 @@ class _Series:
         self.duration = metrics.duration.labels(label)
         self.misfires = metrics.misfires.labels(label)
         self.cancelled = metrics.cancels.labels(label)
+        self.held = metrics.held.labels(label)
         self.finished = {
             outcome: metrics.runs_finished.labels(label, outcome)
             for outcome in ("success", "failure")
@@ -194,6 +200,13 @@ class NodeMetrics(Metrics):
             ["task"],
             registry=r,
         )
+        self.held = Counter(
+            "easyjob_runs_held_back",
+            "Starts this node held back because the task was at its limit of runs running "
+            "(max_running, or a serial run's predecessor); the run waits",
+            ["task"],
+            registry=r,
+        )
         self._cap = task_labels
         self._lock = threading.Lock()
         self._series: dict[str, _Series] = {}
@@ -241,6 +254,9 @@ class NodeMetrics(Metrics):
     def misfired(self, task: str, n: int = 1) -> None:
         if n:
             self._for(task).misfires.inc(n)
+
+    def held_back(self, task: str) -> None:
+        self._for(task).held.inc()
 
     def unhealthy(self, cause: str) -> None:
         self.unhealthy_total.labels(cause).inc()

@@ -178,9 +178,11 @@ class TaskStore(Protocol):
         at: datetime | None = None,
         kwargs: Mapping[str, Any] | None = None,
         connection: sa.Connection | None = None,
+        priority: int | None = None,
     ) -> int:
         """Create a manual fire of task *name* due *at* (default now) with trigger arguments
-        *kwargs* (JSON, only names the task accepts); returns the (first) run id.
+        *kwargs* (JSON, only names the task accepts) and *priority* (None: its task's);
+        returns the (first) run id.
 
         With *connection*, a SQLAlchemy Connection inside the caller's transaction on this
         store's database, the run is written in that transaction (now read through it): it
@@ -208,6 +210,8 @@ class ScheduleStore(Protocol):
         misfire: Misfire | str = Misfire.FIRE_ONCE,
         overlap: Overlap | str = Overlap.SERIAL,
         accepts: Sequence[str] = (),
+        max_running: int | None = None,
+        priority: int = 0,
     ) -> TaskRow:
         """Add task *name* calling *func*; a name taken by a task is refused."""
         ...
@@ -269,7 +273,9 @@ class RunStore(Protocol):
         """Claim and start *candidates* (due now) for *node_id* with one version-checked
         UPDATE: PENDING -> RUNNING at version + 1, ``start_time`` = database time. Returns
         exactly the runs won, in due order; a candidate whose version moved, or whose id is
-        in *exclusive* while another run of its task is RUNNING, or whose *deadlines* entry
+        in *exclusive* (a limited task) while its task's limit of RUNNING runs is reached
+        (:func:`easyjob.core.admission.held_back`, counted under a lock of the task row;
+        *candidates* in the order they take the places), or whose *deadlines* entry
         (``id -> instant``) has come in database time when the write lands, is not returned
         (the latter two stay PENDING)."""
         ...
@@ -294,9 +300,10 @@ class RunStore(Protocol):
         deadlines: Mapping[int, datetime] | None = None,
     ) -> Starts:
         """Start a batch of one node's CLAIMED runs with one version-checked UPDATE. Per run
-        id: the RUNNING run (version + 1), :data:`BLOCKED` (its id is in *exclusive* and
-        another run of its task is RUNNING, or its *deadlines* entry has come in database
-        time when the write lands), or None when fenced."""
+        id: the RUNNING run (version + 1), :data:`BLOCKED` (its id is in *exclusive* and its
+        task's limit of RUNNING runs is reached, as for :meth:`claim_started`, or its
+        *deadlines* entry has come in database time when the write lands), or None when
+        fenced."""
         ...
 
     def release(self, run: Run) -> bool:

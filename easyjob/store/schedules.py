@@ -61,12 +61,15 @@ class ScheduleStore:
         misfire: Misfire | str = Misfire.FIRE_ONCE,
         overlap: Overlap | str = Overlap.SERIAL,
         accepts: Sequence[str] = (),
+        max_running: int | None = None,
+        priority: int = 0,
     ) -> TaskRow:
         """Add task *name* calling *func* (``module:qualname``) on *cron* or *every* (or
         neither: triggered only). It runs on the nodes whose code allowed *func* with
         ``@runnable``, passing only trigger arguments that both *accepts* and the code's
         ``@runnable(accepts=...)`` name. A name taken by a task is refused
-        (TaskDefinitionError), unless that task was added at run time and removed."""
+        (TaskDefinitionError), unless that task was added at run time and removed.
+        *overlap*, *max_running* and *priority* are those of ``@scheduled``."""
         spec = TaskSpec(
             name=name,
             func=func,
@@ -79,6 +82,8 @@ class ScheduleStore:
             misfire=misfire,  # type: ignore[arg-type]
             overlap=overlap,  # type: ignore[arg-type]
             accepts=tuple(accepts),
+            max_running=max_running,
+            priority=priority,
         )
         if ":" not in func:
             raise TaskDefinitionError(

@@ -415,9 +415,12 @@ class TaskStore:
         at: datetime | None = None,
         kwargs: Mapping[str, Any] | None = None,
         connection: sa.Connection | None = None,
+        priority: int | None = None,
     ) -> int:
         """Create a manual fire of task *name*, due *at* (default: now, database time), with
-        the trigger arguments *kwargs*; any node whose code declares the task may take it.
+        the trigger arguments *kwargs* and the *priority* (None: its task's, as it is when
+        the run is claimed; see :func:`easyjob.core.admission.start_order`); any node whose
+        code declares the task may take it.
         Returns its run id (a sharded task's fire is one run per shard, and a broadcast
         task's one per node that declares it: the id of the first).
 
@@ -432,7 +435,7 @@ class TaskStore:
         committed then, and database errors reach the caller as they are; a connection
         that cannot be used so is refused with ConfigError saying why (see
         :mod:`easyjob.store.caller`). "Now" is read through it."""
-        request = TriggerRequest.of(name, at, kwargs)
+        request = TriggerRequest.of(name, at, kwargs, priority)
         if connection is not None:
             conn, now = self._callers.check(connection, f"trigger of {name!r}")
             return self._trigger(conn, request, now)
@@ -455,7 +458,9 @@ class TaskStore:
         targets = _broadcast_targets(conn, [target.id]).get(target.id) if target.broadcast else None
         first = None
         for values in _fire_rows(target.id, PlannedFire(due), target.shards, targets, now):
-            values.update(triggered_by=str(Trigger.MANUAL), kwargs=request.kwargs)
+            values.update(
+                triggered_by=str(Trigger.MANUAL), kwargs=request.kwargs, priority=request.priority
+            )
             result = conn.execute(d.insert().values(values))
             first = first or int(result.inserted_primary_key[0])  # type: ignore[index]
         assert first is not None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from easyjob.core.records import check_priority
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
 
 __all__ = ["TriggerRequest", "TriggerTarget"]
@@ -30,23 +31,32 @@ class TriggerTarget:
 @dataclass(frozen=True)
 class TriggerRequest:
     """A trigger of task *name*: due *at* (None: now, database time), with the trigger
-    arguments *kwargs* as stored (JSON; None when there are none). Build it with
-    :meth:`of`, which refuses what no task could take."""
+    arguments *kwargs* as stored (JSON; None when there are none) and *priority* (None: its
+    task's). Build it with :meth:`of`, which refuses what no task could take."""
 
     name: str
     at: datetime | None
     kwargs: dict[str, Any] | None
+    priority: int | None = None
 
     @classmethod
-    def of(cls, name: str, at: datetime | None, kwargs: Mapping[str, Any] | None) -> TriggerRequest:
+    def of(
+        cls,
+        name: str,
+        at: datetime | None,
+        kwargs: Mapping[str, Any] | None,
+        priority: int | None = None,
+    ) -> TriggerRequest:
         """The request, or TaskDefinitionError naming what is wrong: *kwargs* not a JSON
-        object, *at* not an aware datetime."""
+        object, *at* not an aware datetime, *priority* out of range."""
         stored = _stored_kwargs(name, kwargs)
         if at is not None and (not isinstance(at, datetime) or at.utcoffset() is None):
             raise TaskDefinitionError(
                 f"trigger of {name!r}: at must be an aware datetime, got {at!r}"
             )
-        return cls(name, at, stored)
+        if priority is not None:
+            check_priority(priority, f"trigger of {name!r}")
+        return cls(name, at, stored, priority)
 
     def due(self, target: TriggerTarget | None, now: datetime) -> datetime:
         """The run's due time, given its task's row (None: there is none) and database

@@ -61,6 +61,9 @@ def _as_version_3(store: Store, counts: dict[str, int]) -> None:
             ("easy_job_task", "jitter_ms"),
             ("easy_job_task", "exclude_calendar"),
             ("easy_job_task_detail", "jitter_ms"),
+            ("easy_job_task", "max_running"),
+            ("easy_job_task", "priority"),
+            ("easy_job_task_detail", "priority"),
         ):
             conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {column}")
         for name, count in counts.items():

@@ -320,3 +320,34 @@ def test_the_next_fire_of_a_busy_serial_task_is_not_claimed_ahead(
     node.run_for(3)
     assert node.statuses("a").get(RunStatus.SUCCESS, 0) >= 3
     assert set(_versions(node, RunStatus.SUCCESS)) == {2}
+
+
+def test_a_task_with_max_running_runs_that_many_at_once_and_a_run_missed_waiting_says_why(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    """Every second a fire of a 3.5 s job limited to two at once, on a node of four
+    workers: two run side by side, never three; the fires that waited for a place and were
+    superseded meanwhile end MISSED naming the limit."""
+    task(registry, "capped", overlap="allow", max_running=2)
+    node = rig(workers=4)
+    started: dict[int, float] = {}
+
+    def keep(name: str) -> bool:  # the jobs go on while one started under 3.5 s ago
+        for run in node.store.history.runs(task="capped", status=RunStatus.RUNNING):
+            started.setdefault(run.id, node.clock.monotonic())
+        return any(node.clock.monotonic() - at < 3.5 for at in started.values())
+
+    node.keep = keep
+    node.run_for(30)
+    ran = [r for r in node.history("capped") if r.start_time is not None and r.end_time]
+    edges = sorted([(r.start_time, 1) for r in ran] + [(r.end_time, -1) for r in ran])  # type: ignore[misc]
+    at_once = most = 0
+    for _, step in edges:
+        at_once += step
+        most = max(most, at_once)
+    assert most == 2, edges
+    missed = [r for r in node.history("capped") if r.status == RunStatus.MISSED]
+    assert missed and any(
+        (r.error_msg or "").endswith("it waits: 2 run(s) of its task are running (max_running 2)")
+        for r in missed
+    ), [r.error_msg for r in missed]

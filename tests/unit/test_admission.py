@@ -9,22 +9,33 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from easyjob.core.admission import (
+    AGING_STEP,
     Catalog,
+    Decision,
     JoinFacts,
     RunFacts,
     Verdict,
     admit,
     declares,
+    effective_priority,
+    exclusive,
     facts_of,
     fire_verdict,
+    held_back,
+    held_reason,
     join,
     on_busy,
+    outranked,
     planner_owner,
+    priority_tiers,
+    run_limit,
     schedule_of,
     start_deadline,
+    start_order,
+    superseded_reason,
 )
-from easyjob.core.records import Candidate
-from easyjob.core.states import Misfire, Overlap, Trigger
+from easyjob.core.records import Candidate, Run
+from easyjob.core.states import Misfire, Overlap, RunStatus, Trigger
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 EVERY_10S = schedule_of(("*/10 * * * * *", "UTC", None, None, None, None))
@@ -244,3 +255,219 @@ def test_a_join_names_the_failed_parent_run_and_the_parents_it_waits_for() -> No
     assert skipped is not None and skipped.reason == "parent run 70 failed"
     waiting = join(JoinFacts((1, 2, 3), frozenset({2})))
     assert waiting is not None and waiting.reason == "waits for parent task(s) 1, 3"
+
+
+# -- max_running: the limit of RUNNING runs, and what a run at the limit does ---------------
+
+SER, SKP, ALW = Overlap.SERIAL, Overlap.SKIP, Overlap.ALLOW
+
+# (overlap, max_running, the limit)
+LIMITS = [
+    (SER, None, 1),  # serial is max_running=1
+    (SKP, None, 1),
+    (ALW, None, None),  # allow: no limit
+    (SER, 3, 3),  # max_running sets it, whatever the overlap
+    (SKP, 2, 2),
+    (ALW, 2, 2),
+    (ALW, 1, 1),
+]
+
+
+@pytest.mark.parametrize(("overlap", "max_running", "limit"), LIMITS)
+def test_the_limit_is_max_running_else_what_the_overlap_says(
+    overlap: Overlap, max_running: int | None, limit: int | None
+) -> None:
+    assert run_limit(overlap, max_running) == limit
+    assert exclusive(overlap, max_running) == (limit is not None)
+
+
+# (overlap, max_running, the verdict at the limit, its reason)
+AT_LIMIT = [
+    (SER, None, Verdict.WAIT, "waits for the previous run to end"),
+    (SKP, None, Verdict.SKIP, "skipped: the previous run is still running"),
+    (SER, 2, Verdict.WAIT, "waits: 2 run(s) of its task are running (max_running 2)"),
+    (ALW, 3, Verdict.WAIT, "waits: 3 run(s) of its task are running (max_running 3)"),
+    (SKP, 2, Verdict.SKIP, "skipped: 2 run(s) of its task are running (max_running 2)"),
+]
+
+
+@pytest.mark.parametrize(("overlap", "max_running", "verdict", "reason"), AT_LIMIT)
+def test_at_its_limit_a_run_waits_unless_its_overlap_is_skip(
+    overlap: Overlap, max_running: int | None, verdict: Verdict, reason: str
+) -> None:
+    assert on_busy(overlap, max_running) == Decision(verdict, reason)
+
+
+def test_a_run_missed_while_it_waited_for_its_limit_says_both() -> None:
+    missed = superseded_reason(ONCE)
+    assert held_reason(missed, SER, None) == missed  # as before max_running existed
+    assert held_reason(missed, ALW, 2) == (
+        f"{missed}; it waits: 2 run(s) of its task are running (max_running 2)"
+    )
+
+
+def slot(run_id: int, fire: float = 0, shards: int = 1) -> tuple[int, datetime, int]:
+    return (run_id, T0 + fire * S, shards)
+
+
+# (what, limit, running, asking in order, the ids held back)
+HELD = [
+    ("free: starts", 1, [], [slot(1)], set()),
+    ("serial, one running: waits", 1, [slot(9)], [slot(1)], {1}),
+    ("limit 2, one running: one more", 2, [slot(9)], [slot(1), slot(2)], {2}),
+    ("limit 2, two running: none", 2, [slot(8), slot(9)], [slot(1)], {1}),
+    ("limit 3, none running: the first three", 3, [], [slot(i) for i in range(1, 6)], {4, 5}),
+    ("its own row RUNNING (a lost reply) is not counted", 1, [slot(1)], [slot(1)], set()),
+    ("a shard joins its fire", 1, [slot(9, 5, 3)], [slot(1, 5, 3)], set()),
+    ("a shard of another fire waits", 1, [slot(9, 5, 3)], [slot(1, 6, 3)], {1}),
+    ("shards of one fire count once", 2, [slot(8, 5, 3), slot(9, 5, 3)], [slot(1)], set()),
+    ("a whole fire's shards start together", 1, [], [slot(1, 5, 2), slot(2, 5, 2)], set()),
+    ("the limit over fires, not rows", 2, [slot(9)], [slot(1, 5, 2), slot(2, 6, 2)], {2}),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "limit", "running", "asking", "held"), HELD, ids=[h[0] for h in HELD]
+)
+def test_held_back_counts_the_running_runs_against_the_limit(
+    what: str,
+    limit: int,
+    running: list[tuple[int, datetime, int]],
+    asking: list[tuple[int, datetime, int]],
+    held: set[int],
+) -> None:
+    assert held_back(limit, running, asking) == held
+
+
+# -- priority: which of more due runs than a node can start go first -------------------------
+
+
+def cand(run_id: int, due: float, priority: int = 0) -> Candidate:
+    return Candidate(
+        id=run_id,
+        task_id=run_id,
+        version=0,
+        fire_time=T0 + due * S,
+        due_time=T0 + due * S,
+        priority=priority,
+    )
+
+
+STEP = AGING_STEP.total_seconds()
+
+# (what, priority, due, now, the effective priority)
+EFFECTIVE = [
+    ("not due yet: its priority", 5, 10, 0, 5),
+    ("just due", 5, 0, 0, 5),
+    ("due less than a step", 5, 0, STEP - 1, 5),
+    ("due one step", 5, 0, STEP, 6),
+    ("due ten steps", -3, 0, 10 * STEP, 7),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "priority", "due", "now", "level"), EFFECTIVE, ids=[e[0] for e in EFFECTIVE]
+)
+def test_the_effective_priority_grows_by_one_per_aging_step_due(
+    what: str, priority: int, due: float, now: float, level: int
+) -> None:
+    assert effective_priority(priority, T0 + due * S, T0 + now * S) == level
+
+
+# (what, runs, now, the ids in start order)
+ORDERS = [
+    ("equal priorities keep due order", [cand(2, 5), cand(1, 3), cand(3, 4)], 6, [1, 3, 2]),
+    ("higher priority first", [cand(1, 0), cand(2, 1, 5), cand(3, 2, 1)], 3, [2, 3, 1]),
+    ("ties of due time by id", [cand(4, 0, 1), cand(3, 0, 1)], 0, [3, 4]),
+    # a low run aged past a fresh high one goes first: no starvation
+    ("aged low beats a fresh high", [cand(1, 0, 0), cand(2, 60, 5)], 60, [1, 2]),
+    ("not aged enough yet", [cand(1, 0, 0), cand(2, 40, 5)], 40, [2, 1]),
+    # equal effective priority: the older first
+    ("aged to a tie: older first", [cand(2, 50, 5), cand(1, 0, 0)], 50, [1, 2]),
+]
+
+
+@pytest.mark.parametrize(("what", "runs", "now", "order"), ORDERS, ids=[o[0] for o in ORDERS])
+def test_start_order(what: str, runs: list[Candidate], now: float, order: list[int]) -> None:
+    assert [c.id for c in start_order(runs, T0 + now * S)] == order
+
+
+def test_priority_tiers_group_equal_effective_priorities_highest_first() -> None:
+    runs = [cand(1, 0, 0), cand(2, 0, 3), cand(3, 1, 3), cand(4, 0, 1)]
+    assert [[c.id for c in tier] for tier in priority_tiers(runs, T0 + S)] == [[2, 3], [4], [1]]
+
+
+def test_a_low_run_waits_at_most_the_aging_bound_behind_a_stream_of_high_ones() -> None:
+    """A node with one worker starts one run per second; a fresh priority-5 run comes due
+    every second. The priority-0 run due at 0 starts once it has aged 5 steps: no later."""
+    waiting = [cand(1, 0, 0)]
+    started: dict[int, float] = {}
+    for second in range(200):
+        waiting.append(cand(100 + second, second, 5))
+        first = start_order(waiting, T0 + second * S)[0]
+        waiting.remove(first)
+        started[first.id] = second
+    assert started[1] <= 5 * STEP + 1
+
+
+def held(run_id: int, due: float, priority: int = 0) -> Run:
+    c = cand(run_id, due, priority)
+    return Run(
+        id=c.id,
+        version=1,
+        status=RunStatus.CLAIMED,
+        node_id="n",
+        task_id=c.task_id,
+        task_name="t",
+        func="m:t",
+        kwargs={},
+        fire_time=c.fire_time,
+        due_time=c.due_time,
+        attempt=1,
+        triggered_by=Trigger.CRON,
+        pid=None,
+        overlap=Overlap.ALLOW,
+        retries=0,
+        retry_delay_ms=0,
+        timeout_ms=None,
+        misfire=ONCE,
+        misfire_grace_ms=5000,
+        priority=priority,
+    )
+
+
+# (what, waiting here, pending, now, the (waiting id, pending id) swaps)
+SWAPS = [
+    (
+        "a higher pending run takes the worst place",
+        [held(1, 0), held(2, 1)],
+        [cand(9, 2, 5)],
+        2,
+        [(2, 9)],
+    ),
+    (
+        "two for two, best with worst",
+        [held(1, 0), held(2, 1, 3)],
+        [cand(8, 2, 4), cand(9, 2, 6)],
+        2,
+        [(1, 9), (2, 8)],
+    ),
+    ("equal priorities never swap, however old", [held(1, 100)], [cand(9, 0)], 100, []),
+    ("a lower pending run does not", [held(1, 0, 5)], [cand(9, 0, 1)], 1, []),
+    ("aging protects: an old low run keeps its place", [held(1, 0)], [cand(9, 60, 5)], 60, []),
+    ("nothing waits: nothing to swap", [], [cand(9, 0, 5)], 1, []),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "waiting", "pending", "now", "swaps"), SWAPS, ids=[w[0] for w in SWAPS]
+)
+def test_outranked_pairs_waiting_runs_with_pending_runs_of_higher_priority(
+    what: str,
+    waiting: list[Run],
+    pending: list[Candidate],
+    now: float,
+    swaps: list[tuple[int, int]],
+) -> None:
+    pairs = outranked(waiting, pending, T0 + now * S)
+    assert [(r.id, c.id) for r, c in pairs] == swaps

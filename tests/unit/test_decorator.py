@@ -52,6 +52,8 @@ def test_policies_and_kwargs_are_kept() -> None:
         timeout=10,
         misfire="catch_up",
         overlap="allow",
+        max_running=3,
+        priority=-7,
         registry=registry,
     )(with_kwargs)
     (spec,) = registry.resolved()
@@ -62,6 +64,8 @@ def test_policies_and_kwargs_are_kept() -> None:
         timedelta(seconds=10),
     )
     assert (spec.misfire, spec.overlap) == (Misfire.CATCH_UP, Overlap.ALLOW)
+    assert (spec.max_running, spec.priority) == (3, -7)
+    assert (spec.columns()["max_running"], spec.columns()["priority"]) == (3, -7)
     entry = registry.get("k")
     assert entry is not None and entry.takes_context
 
@@ -113,6 +117,19 @@ def test_a_function_without_arguments_takes_no_context() -> None:
         ({"every": "1m", "max_runs": 0}, TaskDefinitionError, "max_runs must be an integer >= 1"),
         ({"every": 10, "accepts": ["user id"]}, TaskDefinitionError, "invalid argument 'user id'"),
         ({"every": 10, "accepts": ["zzz"]}, TaskDefinitionError, "accepted trigger arguments"),
+        (
+            {"every": 10, "max_running": 0},
+            TaskDefinitionError,
+            "max_running must be None or an integer from 1 to 1000000, got 0",
+        ),
+        ({"every": 10, "max_running": True}, TaskDefinitionError, "max_running must be None"),
+        ({"every": 10, "max_running": "2"}, TaskDefinitionError, "got '2'"),
+        (
+            {"every": 10, "priority": 1001},
+            TaskDefinitionError,
+            "priority must be an integer from -1000 to 1000, got 1001",
+        ),
+        ({"every": 10, "priority": 1.5}, TaskDefinitionError, "priority must be an integer"),
         (
             {"cron": "@hourly", "timeout": "soon"},
             TaskDefinitionError,

@@ -21,7 +21,7 @@ from easyjob.core.strategies import (
     overdue,
 )
 from easyjob.errors import UnknownStrategyError
-from easyjob.node.loader import _spread
+from easyjob.node.loader import _spread, _spread_by_priority
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 LIVE = ["a", "b", "c"]
@@ -165,3 +165,20 @@ def test_nodes_offered_more_than_they_can_take_start_at_their_own_offsets() -> N
     assert len({c.id for c in _spread(batch, 6, live, "b")}) == 6
     assert _spread(batch, 20, live, "b") == batch  # all fit: all of them
     assert _spread(batch, 4, live, "x") == batch[:4]  # not yet live: from the start
+
+
+def test_offered_more_than_they_can_take_nodes_take_the_higher_priorities_first() -> None:
+    batch = candidates(12)
+    urgent = {2, 7, 11}
+    batch = [replace(c, priority=5) if c.id in urgent else c for c in batch]
+    live = ["a", "b", "c"]
+    now = batch[-1].due_time
+    for me in live:
+        taken = _spread_by_priority(batch, 4, live, me, now)
+        assert len(taken) == 4 and urgent <= {c.id for c in taken}  # the high tier first
+    # the high tier larger than the room: spread over it, nodes mostly taking different ones
+    taken = [c.id for me in live for c in _spread_by_priority(batch, 1, live, me, now)]
+    assert set(taken) <= urgent and len(set(taken)) >= 2
+    # equal priorities: exactly as before
+    plain = candidates(12)
+    assert _spread_by_priority(plain, 4, live, "b", now) == _spread(plain, 4, live, "b")

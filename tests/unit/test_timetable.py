@@ -150,3 +150,68 @@ def test_a_run_claimed_started_takes_its_worker_and_heads_its_serial_task() -> N
     table.finished(begun.id, 1.0)
     assert table.pop_due(at(3)) == [later]
     assert table.startable(at(3)) == 1 and table.running == 2
+
+
+def test_a_task_with_max_running_lets_that_many_out_at_once_in_fire_order() -> None:
+    table = Timetable(workers=4)
+    runs = [replace(run(7, s), max_running=2) for s in (1, 2, 3, 4)]
+    table.add(list(reversed(runs)), T0)
+    assert table.pop_due(at(10)) == runs[:2]
+    assert table.pop_due(at(10)) == []  # two out: the others wait, holding no worker
+    assert table.free_workers() == 2 and table.exclusive_tasks_waiting() == {7}
+    table.blocked(runs[1], retry_at=at(11))  # the cluster is full: it keeps its place
+    assert table.pop_due(at(10.5)) == []
+    table.started(runs[0], 0.0)
+    table.finished(runs[0].id, 1.0)
+    assert table.pop_due(at(10.5)) == [runs[2]]  # one place freed
+    assert table.pop_due(at(11)) == [runs[1]]
+
+
+def test_the_node_holds_up_to_the_limit_of_waiting_runs_of_a_limited_task() -> None:
+    table = Timetable(workers=1)
+    table.add([replace(run(7, s), max_running=3) for s in (1, 2)], T0)
+    assert table.exclusive_tasks_waiting() == set()  # room for a third
+    table.add([replace(run(7, 3), max_running=3)], T0)
+    assert table.exclusive_tasks_waiting() == {7}
+
+
+def prio(task: int, second: float, priority: int) -> Run:
+    return replace(run(task, second), priority=priority)
+
+
+def test_more_runs_due_than_workers_free_start_by_priority() -> None:
+    table = Timetable(workers=2)
+    low_old, low, high, mid = prio(1, 0, 0), prio(2, 1, 0), prio(3, 2, 9), prio(4, 3, 4)
+    table.add([low_old, low, high, mid], T0)
+    assert table.pop_due(at(4)) == [high, mid]
+    table.finished(high.id, 1.0)
+    assert table.pop_due(at(4)) == [low_old]  # equal priority: due order
+    table.finished(mid.id, 1.0)
+    assert table.pop_due(at(4)) == [low]
+
+
+def test_runs_that_all_fit_start_in_due_order_whatever_their_priority() -> None:
+    table = Timetable(workers=3)
+    runs = [prio(1, 0, 0), prio(2, 1, 9), prio(3, 2, 5)]
+    table.add(runs, T0)
+    assert table.pop_due(at(4)) == runs
+
+
+def test_a_low_priority_run_aged_past_the_high_ones_starts_first() -> None:
+    table = Timetable(workers=1)
+    old = prio(1, 0, 0)
+    fresh = prio(2, 60, 5)
+    table.add([fresh, old], T0)
+    assert table.pop_due(at(60)) == [old]  # due 60 s: six aging steps, above 5
+
+
+def test_a_limited_task_behind_its_limit_leaves_the_worker_to_the_next_priority() -> None:
+    table = Timetable(workers=2)
+    out = replace(run(8, 0), max_running=1, status=RunStatus.RUNNING)
+    table.begin(out)  # task 8 is at its limit here; one worker left
+    gated, low = replace(run(8, 1), max_running=1, priority=9), prio(9, 1, 0)
+    table.add([gated, low], T0)
+    assert table.pop_due(at(2)) == [low]  # the high one waits behind its task's run
+    table.started(out, 0.0)
+    table.finished(out.id, 1.0)
+    assert table.pop_due(at(2)) == [gated]

@@ -30,11 +30,14 @@ def new_attempt(
     shard: int = 0,
     shards: int = 1,
     target_node: str | None = None,
+    priority: int | None = None,
 ) -> int:
-    """Insert a PENDING attempt of a run of *task_id*, due at *due*; returns its id."""
+    """Insert a PENDING attempt of a run of *task_id*, due at *due*; returns its id. It
+    keeps the *priority* its trigger gave the run (None: its task's)."""
     result = conn.execute(
         d.insert().values(
             kwargs=kwargs,
+            priority=priority,
             recoveries=recoveries,
             shard=shard,
             shards=shards,

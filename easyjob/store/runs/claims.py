@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from easyjob.core.admission import Slot, held_back, run_limit
 from easyjob.core.records import Candidate, Run
 from easyjob.core.states import RunStatus, TaskStatus
 from easyjob.store.database import Database, at_versions, status_is
@@ -55,9 +56,10 @@ class RunClaims:
 
         Returns exactly the runs this call won, RUNNING, in due order. A candidate whose
         version moved (another node claimed it) is not returned; nor is one whose id is in
-        *exclusive* (overlap ``serial``) while another run of its task is RUNNING (the check
-        of :meth:`start_many`, :func:`busy_ids`, in the same transaction): it stays PENDING,
-        to be claimed once that run has ended. Give at most one run per task of those. Nor is
+        *exclusive* (a limited task: ``serial``, ``skip`` or ``max_running``) while its
+        task's limit of RUNNING runs is reached (the check of :meth:`start_many`,
+        :func:`busy_ids`, in the same transaction; the candidates take the places in their
+        order): it stays PENDING, to be claimed once a run has ended. Nor is
         one whose *deadlines* entry (``id -> instant``) has come, in database time, when the
         write lands (see :func:`~easyjob.store.runs.fencing.in_time`): it stays PENDING."""
         return self._claim(
@@ -171,9 +173,12 @@ class RunClaims:
 def busy_ids(
     db: Database, conn: sa.Connection, runs: Sequence[Run | Candidate], exclusive: Collection[int]
 ) -> set[int]:
-    """Of *runs*, the ids in *exclusive* (overlap ``serial`` or ``skip``) whose task has
-    another run RUNNING: they may not start (the shards of one fire run side by side; a
-    later fire waits for them all).
+    """Of *runs*, the ids in *exclusive* (limited: overlap ``serial`` or ``skip``, or a
+    ``max_running``) that may not start because their task's limit of RUNNING runs
+    (:func:`~easyjob.core.admission.run_limit`) would be passed: the admission rule's
+    :func:`~easyjob.core.admission.held_back`, given the runs of the task RUNNING now and
+    those of *runs* in their order (the shards of one fire run side by side; a later fire
+    waits for them all).
 
     The rows of those runs' tasks are locked first, until commit (nothing on SQLite, which
     has one writer at a time), so two nodes' starts of one task take turns: on PostgreSQL
@@ -192,17 +197,18 @@ def busy_ids(
             in_list(d.c.task_id, tasks), d.c.status == str(RunStatus.RUNNING)
         )
     ).all()
-    running: dict[int, list[tuple[int, datetime, int]]] = {}
+    running: dict[int, list[Slot]] = {}
     for run_id, task_id, fire_time, shards in rows:
         running.setdefault(task_id, []).append((run_id, fire_time, shards))
-    return {
-        r.id
-        for r in asked
-        if any(
-            other != r.id and (shards == 1 or fire_time != r.fire_time)
-            for other, fire_time, shards in running.get(r.task_id, ())
-        )
-    }
+    of_task: dict[int, list[Run | Candidate]] = {}
+    for r in asked:
+        of_task.setdefault(r.task_id, []).append(r)
+    out: set[int] = set()
+    for task_id, mine in of_task.items():
+        limit = run_limit(mine[0].overlap, mine[0].max_running) or len(mine)
+        slots = [(r.id, r.fire_time, r.shards) for r in mine]
+        out |= held_back(limit, running.get(task_id, ()), slots)
+    return out
 
 
 def starts_at() -> sa.ColumnElement[datetime]:

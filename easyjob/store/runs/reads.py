@@ -31,6 +31,13 @@ _SCHEDULE_COLUMNS = (
     t.c.jitter_ms,
 )
 
+#: A run's limit and priority, for the admission rule (a trigger's priority, else its task's).
+_LIMIT_COLUMNS = (
+    t.c.max_running,
+    d.c.shards,
+    sa.func.coalesce(d.c.priority, t.c.priority).label("priority"),
+)
+
 _RUN_COLUMNS = (
     d.c.id,
     d.c.version,
@@ -54,9 +61,10 @@ _RUN_COLUMNS = (
     d.c.kwargs.label("trigger_kwargs"),
     t.c.origin,
     d.c.shard,
-    d.c.shards,
     d.c.target_node,
+    d.c.priority.label("trigger_priority"),
     *_SCHEDULE_COLUMNS,
+    *_LIMIT_COLUMNS,
 )
 
 
@@ -76,6 +84,7 @@ _CANDIDATE_COLUMNS = (
     d.c.target_node,
     d.c.triggered_by,
     *_SCHEDULE_COLUMNS,
+    *_LIMIT_COLUMNS,
 )
 
 

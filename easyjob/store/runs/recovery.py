@@ -38,6 +38,7 @@ _HELD_COLUMNS = (
     d.c.shard,
     d.c.shards,
     d.c.target_node,
+    d.c.priority,
 )
 
 
@@ -156,6 +157,7 @@ class RunRecovery:
                             shard=run.shard,
                             shards=run.shards,
                             target_node=run.target_node,
+                            priority=run.priority,
                         )
                     )
                     if recovered is not None:

@@ -59,9 +59,10 @@ class RunTransitions:
         of it (the node writes starts a little early and calls the function at that time).
 
         Returns, per run id, the RUNNING run (version + 1), :data:`BLOCKED`, or None when
-        fenced (taken over meanwhile). A run whose id is in *exclusive* (overlap ``serial``
-        or ``skip``) only starts if no other run of its task is RUNNING, else it is BLOCKED;
-        give at most one run per task of those. The check is a read in the same
+        fenced (taken over meanwhile). A run whose id is in *exclusive* (a limited task:
+        ``serial``, ``skip`` or ``max_running``) only starts if its task's limit of RUNNING
+        runs is not reached (the runs take the places in their order), else it is BLOCKED.
+        The check is a read in the same
         transaction, after the rows of those runs' tasks are locked (see :func:`busy_ids`): of
         two nodes starting runs of one task at once, the second sees the first's start.
         A run whose *deadlines* entry (``id -> instant``) has come, in database time, when
@@ -258,6 +259,7 @@ class RunTransitions:
                     shard=run.shard,
                     shards=run.shards,
                     target_node=run.target_node,
+                    priority=run.trigger_priority,
                 )
             return True
 

@@ -28,6 +28,7 @@ def upgrade() -> None:
     """Add version 6's tables and columns; set the version."""
     _parents()
     _jitter_and_calendars()
+    _limits()
     record_version(6, previous=5, compatible_from=4)
 
 
@@ -70,3 +71,14 @@ def _jitter_and_calendars() -> None:
         ),
         sqlite_autoincrement=True,
     )
+
+
+def _limits() -> None:
+    """max_running and priority: how many runs of a task may run at once, and which start
+    first."""
+    op.add_column("easy_job_task", sa.Column("max_running", sa.Integer))
+    op.add_column(
+        "easy_job_task",
+        sa.Column("priority", sa.Integer, nullable=False, server_default=sa.text("0")),
+    )
+    op.add_column("easy_job_task_detail", sa.Column("priority", sa.Integer))
