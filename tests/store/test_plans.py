@@ -218,9 +218,9 @@ def _joins(store: Store, tasks: int) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="known: with statistics (ANALYZE, PRAGMA optimize) SQLite scans the task table "
-    "for finish_many's child tasks (no task has a parent: the pid index looks useless) and "
-    "reads the run table in id order for held_by_dead; easyjob never takes them",
+    reason="known: with statistics (ANALYZE, PRAGMA optimize) SQLite reads the run table in "
+    "id order for held_by_dead (recovery's read of the runs held by dead nodes); easyjob "
+    "never takes them",
 )
 def test_sqlite_plans_after_statistics_are_taken(tmp_path: Path) -> None:
     """SQLite is planned without statistics (easyjob runs no ANALYZE); an operator who
