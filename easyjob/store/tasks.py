@@ -26,7 +26,7 @@ from easyjob.store.runs import skip_unstarted
 from easyjob.store.schema import UTCDateTime, node_table, task_detail_table, task_table
 from easyjob.store.successes import counted_tasks
 
-__all__ = ["TaskStore"]
+__all__ = ["SEEN_REFRESH", "TaskStore"]
 
 t = task_table
 d = task_detail_table
@@ -37,6 +37,10 @@ log = logging.getLogger("easyjob.store")
 #: Tasks registered per transaction: a short hold of SQLite's write lock, and well under
 #: every backend's limit of bound parameters per statement, whatever the number of tasks.
 _UPSERT_CHUNK = 2000
+
+#: How old a task's ``seen_time`` may be before registering it unchanged refreshes it: a node
+#: that restarts within this writes no row of its unchanged tasks (docs/schema.md).
+SEEN_REFRESH = timedelta(hours=1)
 
 
 class TaskStore:
@@ -55,29 +59,92 @@ class TaskStore:
         A changed schedule, ``shards``, ``broadcast`` or ``max_runs``, and a pause, forget
         the task's fires written ahead and not yet due (see
         :func:`~easyjob.store.ahead.forget_ahead`): the new definition plans them again.
-        ``seen_time`` is set to now for every task given. Parents are resolved by name among
-        *specs* and the tasks already stored; an unknown parent raises TaskDefinitionError.
+        Parents are resolved by name among *specs* and the tasks already stored; an unknown
+        parent raises TaskDefinitionError.
+
+        Only what changed is written (see :meth:`register`): a task whose row already says
+        what its spec declares is read, not written, and its row is returned as read.
         """
+        rows: dict[str, TaskRow] = {}
+        self._register(specs, rows.update)
+        return [rows[spec.name] for spec in specs]
+
+    def register(
+        self,
+        specs: Sequence[TaskSpec],
+        on_chunk: Callable[[dict[str, int]], None] | None = None,
+    ) -> int:
+        """:meth:`upsert` for a node's catalogue, keeping no rows: *on_chunk* is called with
+        the ids (by name) of each chunk of tasks once they are stored. Returns how many task
+        rows were written.
+
+        Each chunk of ``_UPSERT_CHUNK`` tasks is first read (no lock held: SQLite's write
+        lock is not taken, so a node registering does not hold up the others' claims), and
+        only the tasks that are missing, differ from their spec, or were last seen more than
+        :data:`SEEN_REFRESH` ago are written, in a transaction of their own that reads and
+        compares them again. Registering an unchanged catalogue writes nothing."""
+
+        def each(rows: dict[str, TaskRow]) -> None:
+            if on_chunk is not None:
+                on_chunk({name: row.id for name, row in rows.items()})
+
+        return self._register(specs, each)
+
+    def _register(
+        self, specs: Sequence[TaskSpec], each: Callable[[dict[str, TaskRow]], None]
+    ) -> int:
         counts = Counter(spec.name for spec in specs)
         if dup := sorted(name for name, count in counts.items() if count > 1):
             raise TaskDefinitionError(f"duplicate task name(s): {', '.join(map(repr, dup))}")
         ordered = _parents_first(specs)
         ids: dict[str, int] = {}
-        rows: dict[str, TaskRow] = {}
+        written = 0
         for start in range(0, len(ordered), _UPSERT_CHUNK):
             chunk = ordered[start : start + _UPSERT_CHUNK]
 
-            def write(conn: sa.Connection, chunk: Sequence[TaskSpec] = chunk) -> dict[str, TaskRow]:
-                return self._upsert(conn, chunk, ids)
+            def read(
+                conn: sa.Connection, chunk: Sequence[TaskSpec] = chunk
+            ) -> tuple[dict[str, TaskRow], list[TaskSpec]]:
+                return self._unwritten(conn, chunk, ids)
 
-            rows.update(self._db.write("upsert_tasks", write))
-        return [rows[spec.name] for spec in specs]
+            rows, stale = self._db.read("read_tasks", read)
+            if stale:
+
+                def write(
+                    conn: sa.Connection, stale: Sequence[TaskSpec] = stale
+                ) -> dict[str, TaskRow]:
+                    return self._upsert(conn, stale, ids)
+
+                rows.update(self._db.write("upsert_tasks", write))
+                written += len(stale)
+            each(rows)
+        return written
+
+    def _unwritten(
+        self, conn: sa.Connection, specs: Sequence[TaskSpec], ids: dict[str, int]
+    ) -> tuple[dict[str, TaskRow], list[TaskSpec]]:
+        """The stored rows of *specs* (by name; their ids added to *ids*), and the specs that
+        must be written: missing, changed, or not seen for :data:`SEEN_REFRESH`."""
+        now = conn.scalar(sa.select(db_now()))
+        rows = self._by_names(conn, [spec.name for spec in specs])
+        ids.update((name, row.id) for name, row in rows.items())
+        stale = []
+        for spec in specs:
+            row = rows.get(spec.name)
+            if (
+                row is None
+                or row.seen_time < now - SEEN_REFRESH
+                or (spec.parent is not None and spec.parent not in ids)  # new, or unknown
+                or _declared_changes(row, spec, ids[spec.parent] if spec.parent else None)
+            ):
+                stale.append(spec)
+        return rows, stale
 
     def _upsert(
         self, conn: sa.Connection, specs: Sequence[TaskSpec], ids: dict[str, int]
     ) -> dict[str, TaskRow]:
-        """One chunk; *ids* holds the ids of tasks of earlier chunks (parents) and gets
-        this chunk's."""
+        """One chunk's tasks to write; *ids* holds the ids of tasks of earlier chunks
+        (parents) and gets this chunk's. ``seen_time`` becomes now for each."""
         now = conn.scalar(sa.select(db_now()))
         names = [spec.name for spec in specs]
         rows = self._by_names(conn, names)
@@ -135,23 +202,7 @@ class TaskStore:
     def _update_if_changed(
         self, conn: sa.Connection, row: TaskRow, spec: TaskSpec, pid: int | None, now: datetime
     ) -> bool:
-        if row.runtime:
-            raise TaskDefinitionError(
-                f"task {spec.name!r} exists as a schedule added at run time (function "
-                f"{row.func}); remove it (easyjob schedule remove) or rename the code's task"
-            )
-        wanted = {**spec.columns(), "pid": pid}
-        key = declared(spec)
-        if row.declared == key:
-            # The code's schedule did not change since it was last registered: the row's
-            # schedule stands, even where it was changed at run time (easyjob schedule set).
-            for name in _DECLARED:
-                del wanted[name]
-        else:
-            wanted["declared"] = key
-        changes = {k: v for k, v in wanted.items() if getattr(row, k) != v}
-        if not spec.enabled and row.status == TaskStatus.ACTIVE:
-            changes["status"] = str(TaskStatus.PAUSED)
+        changes = _declared_changes(row, spec, pid)
         if _SCHEDULE.intersection(changes):
             merged = {name: changes.get(name, getattr(row, name)) for name in _SCHEDULE}
             if merged["every_ms"] is not None:
@@ -578,6 +629,31 @@ _SCHEDULE = frozenset({*_DECLARED, "starts_at", "ends_at"})
 #: The other columns the fires written ahead depend on (their runs, how many of them).
 _FIRES = frozenset({"shards", "broadcast", "max_runs"})
 _SCHEDULE_ROW = (*_DECLARED, "starts_at", "ends_at", "anchor_time")
+
+
+def _declared_changes(row: TaskRow, spec: TaskSpec, pid: int | None) -> dict[str, Any]:
+    """The columns of *row* that registering *spec* (its parent's id *pid*) changes, before
+    the schedule's consequences (next fire, status) are worked out: empty when the row
+    already says what the code declares. TaskDefinitionError when the row is a schedule
+    added at run time."""
+    if row.runtime:
+        raise TaskDefinitionError(
+            f"task {spec.name!r} exists as a schedule added at run time (function "
+            f"{row.func}); remove it (easyjob schedule remove) or rename the code's task"
+        )
+    wanted = {**spec.columns(), "pid": pid}
+    key = declared(spec)
+    if row.declared == key:
+        # The code's schedule did not change since it was last registered: the row's
+        # schedule stands, even where it was changed at run time (easyjob schedule set).
+        for name in _DECLARED:
+            del wanted[name]
+    else:
+        wanted["declared"] = key
+    changes = {k: v for k, v in wanted.items() if getattr(row, k) != v}
+    if not spec.enabled and row.status == TaskStatus.ACTIVE:
+        changes["status"] = str(TaskStatus.PAUSED)
+    return changes
 
 
 def declared(spec: TaskSpec) -> str:
