@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from easyjob.core.records import ORIGIN_RUNTIME, Candidate, Run
 from easyjob.core.schedule import Schedule, build_schedule
@@ -111,12 +111,17 @@ class Catalog:
     tasks: Mapping[str, str] = field(default_factory=dict)
     runnable: frozenset[str] = frozenset()
 
-    @property
+    @cached_property
     def digest(self) -> str:
         return hashlib.sha256(self.body().encode()).hexdigest()[:40]
 
     def body(self) -> str:
-        """The canonical JSON text stored for this catalog."""
+        """The canonical JSON text stored for this catalog (made once: a node's catalog
+        may name 100,000 tasks)."""
+        return self._body
+
+    @cached_property
+    def _body(self) -> str:
         return json.dumps(
             {"tasks": dict(sorted(self.tasks.items())), "runnable": sorted(self.runnable)},
             separators=(",", ":"),

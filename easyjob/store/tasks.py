@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from easyjob.core.records import Advance, PlannedFire, TaskRow, TaskSpec
+from easyjob.core.records import ORIGIN_CODE, Advance, PlannedFire, TaskRow, TaskSpec
 from easyjob.core.schedule import build_schedule
 from easyjob.core.states import Misfire, NodeStatus, RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
@@ -66,7 +66,11 @@ class TaskStore:
         what its spec declares is read, not written, and its row is returned as read.
         """
         rows: dict[str, TaskRow] = {}
-        self._register(specs, rows.update)
+
+        def keep(ids: dict[str, int]) -> None:
+            rows.update(self._db.read("get_tasks", lambda conn: self._by_names(conn, list(ids))))
+
+        self._register(specs, keep)
         return [rows[spec.name] for spec in specs]
 
     def register(
@@ -78,20 +82,16 @@ class TaskStore:
         the ids (by name) of each chunk of tasks once they are stored. Returns how many task
         rows were written.
 
-        Each chunk of ``_UPSERT_CHUNK`` tasks is first read (no lock held: SQLite's write
-        lock is not taken, so a node registering does not hold up the others' claims), and
-        only the tasks that are missing, differ from their spec, or were last seen more than
-        :data:`SEEN_REFRESH` ago are written, in a transaction of their own that reads and
-        compares them again. Registering an unchanged catalogue writes nothing."""
-
-        def each(rows: dict[str, TaskRow]) -> None:
-            if on_chunk is not None:
-                on_chunk({name: row.id for name, row in rows.items()})
-
-        return self._register(specs, each)
+        Each chunk of ``_UPSERT_CHUNK`` tasks is first read (the columns a spec sets, no
+        lock held: SQLite's write lock is not taken, so a node registering does not hold up
+        the others' claims), and only the tasks that are missing, differ from their spec, or
+        were last seen more than :data:`SEEN_REFRESH` ago are written, in a transaction of
+        their own that reads and compares them again. Registering an unchanged catalogue
+        writes nothing."""
+        return self._register(specs, on_chunk or (lambda ids: None))
 
     def _register(
-        self, specs: Sequence[TaskSpec], each: Callable[[dict[str, TaskRow]], None]
+        self, specs: Sequence[TaskSpec], each: Callable[[dict[str, int]], None]
     ) -> int:
         counts = Counter(spec.name for spec in specs)
         if dup := sorted(name for name, count in counts.items() if count > 1):
@@ -102,12 +102,10 @@ class TaskStore:
         for start in range(0, len(ordered), _UPSERT_CHUNK):
             chunk = ordered[start : start + _UPSERT_CHUNK]
 
-            def read(
-                conn: sa.Connection, chunk: Sequence[TaskSpec] = chunk
-            ) -> tuple[dict[str, TaskRow], list[TaskSpec]]:
-                return self._unwritten(conn, chunk, ids)
+            def read(conn: sa.Connection, chunk: Sequence[TaskSpec] = chunk) -> list[TaskSpec]:
+                return _unwritten(conn, chunk, ids)
 
-            rows, stale = self._db.read("read_tasks", read)
+            stale = self._db.read("read_tasks", read)
             if stale:
 
                 def write(
@@ -115,30 +113,10 @@ class TaskStore:
                 ) -> dict[str, TaskRow]:
                     return self._upsert(conn, stale, ids)
 
-                rows.update(self._db.write("upsert_tasks", write))
+                self._db.write("upsert_tasks", write)
                 written += len(stale)
-            each(rows)
+            each({spec.name: ids[spec.name] for spec in chunk})
         return written
-
-    def _unwritten(
-        self, conn: sa.Connection, specs: Sequence[TaskSpec], ids: dict[str, int]
-    ) -> tuple[dict[str, TaskRow], list[TaskSpec]]:
-        """The stored rows of *specs* (by name; their ids added to *ids*), and the specs that
-        must be written: missing, changed, or not seen for :data:`SEEN_REFRESH`."""
-        now = conn.scalar(sa.select(db_now()))
-        rows = self._by_names(conn, [spec.name for spec in specs])
-        ids.update((name, row.id) for name, row in rows.items())
-        stale = []
-        for spec in specs:
-            row = rows.get(spec.name)
-            if (
-                row is None
-                or row.seen_time < now - SEEN_REFRESH
-                or (spec.parent is not None and spec.parent not in ids)  # new, or unknown
-                or _declared_changes(row, spec, ids[spec.parent] if spec.parent else None)
-            ):
-                stale.append(spec)
-        return rows, stale
 
     def _upsert(
         self, conn: sa.Connection, specs: Sequence[TaskSpec], ids: dict[str, int]
@@ -629,6 +607,48 @@ _SCHEDULE = frozenset({*_DECLARED, "starts_at", "ends_at"})
 #: The other columns the fires written ahead depend on (their runs, how many of them).
 _FIRES = frozenset({"shards", "broadcast", "max_runs"})
 _SCHEDULE_ROW = (*_DECLARED, "starts_at", "ends_at", "anchor_time")
+
+
+def _unwritten(
+    conn: sa.Connection, specs: Sequence[TaskSpec], ids: dict[str, int]
+) -> list[TaskSpec]:
+    """The specs of *specs* that registering must write: missing, not seen for
+    :data:`SEEN_REFRESH`, a schedule added at run time (refused when written), or with a
+    column that differs (as :func:`_declared_changes` compares: its parent's id, the
+    schedule it declared, every other column it sets, a pause). The ids of the rows found
+    are added to *ids*. Reads only the columns a spec sets, compared as tuples."""
+    keys = [key for key in specs[0].columns() if key not in _DECLARED]
+    cutoff = conn.scalar(sa.select(db_now())) - SEEN_REFRESH
+    query = sa.select(
+        t.c.id,
+        t.c.name,
+        t.c.origin,
+        t.c.declared,
+        t.c.pid,
+        t.c.status,
+        sa.case((t.c.seen_time < cutoff, 1), else_=0).label("unseen"),
+        *(t.c[key] for key in keys),
+    ).where(t.c.name.in_([spec.name for spec in specs]))
+    rows = {row[1]: tuple(row) for row in conn.execute(query)}
+    ids.update((name, int(row[0])) for name, row in rows.items())
+    active = str(TaskStatus.ACTIVE)
+    stale = []
+    for spec in specs:
+        row = rows.get(spec.name)
+        pid = None if spec.parent is None else ids.get(spec.parent, -1)
+        if (
+            row is None
+            or row[2:7] != (str(ORIGIN_CODE), declared(spec), pid, row[5], 0)
+            or (not spec.enabled and row[5] == active)
+            or row[7:] != _set_by(spec, keys)
+        ):
+            stale.append(spec)
+    return stale
+
+
+def _set_by(spec: TaskSpec, keys: Sequence[str]) -> tuple[Any, ...]:
+    columns = spec.columns()
+    return tuple(columns[key] for key in keys)
 
 
 def _declared_changes(row: TaskRow, spec: TaskSpec, pid: int | None) -> dict[str, Any]:
