@@ -131,6 +131,10 @@ class Registry:
     def names(self) -> list[str]:
         return list(self._tasks)
 
+    def tasks(self) -> dict[str, Registered]:
+        """Every task, by name (a copy)."""
+        return dict(self._tasks)
+
     def get(self, name: str) -> Registered | None:
         return self._tasks.get(name)
 
@@ -160,6 +164,8 @@ class Registry:
         """Every spec with its parent resolved to a task name, parents before children.
 
         Raises TaskDefinitionError for an unknown parent or a cycle."""
+        if not self._parents:  # no task has a parent: the specs as declared
+            return [entry.spec for entry in self._tasks.values()]
         specs = {}
         for name, entry in self._tasks.items():
             ref = self._parents.get(name)

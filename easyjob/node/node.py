@@ -202,10 +202,10 @@ class Node:
 
     def _prepare(self, background: bool) -> list[TaskSpec]:
         specs = self.registry.resolved()
-        tasks = {spec.name: self.registry.get(spec.name) for spec in specs}
-        registered = {name: entry for name, entry in tasks.items() if entry is not None}
+        registered = self.registry.tasks()
         self.hooks = Hooks(
-            {name: entry.hooks for name, entry in registered.items()}, self._listeners
+            {name: entry.hooks for name, entry in registered.items() if entry.hooks},
+            self._listeners,
         )
         catalog = Catalog(
             {name: entry.spec.func for name, entry in registered.items()},
