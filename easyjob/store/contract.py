@@ -570,6 +570,10 @@ class BenchStore(Protocol):
         """How many runs fired at or after *start* succeeded."""
         ...
 
+    def task_count(self) -> int:
+        """How many tasks are registered."""
+        ...
+
     def overdue(self, by: timedelta) -> int:
         """How many runs are PENDING or CLAIMED more than *by* past due (database time)."""
         ...
