@@ -237,8 +237,10 @@ def _plain_takes_context(fn: Callable[..., Any]) -> bool | None:
     function given no kwargs and no accepted arguments, or None when it needs the full
     inspection (anything else, or a function it would refuse: the message comes from
     there). ``inspect.signature`` costs about 20 us a task; this about 1."""
-    if type(fn) is not FunctionType or "__wrapped__" in fn.__dict__ or "__signature__" in (
-        fn.__dict__
+    if (
+        type(fn) is not FunctionType
+        or "__wrapped__" in fn.__dict__
+        or "__signature__" in (fn.__dict__)
     ):
         return None
     code = fn.__code__

@@ -50,8 +50,9 @@ class Node:
     while it registers its code's tasks in the background (see
     :mod:`easyjob.node.registrar`). See ``docs/concepts.md`` for the protocol.
 
-    ``start()`` returns once the node runs (:meth:`wait_registered` waits for its tasks); ``stop()`` shuts it down gracefully: no new
-    claims, claimed-but-not-started runs handed back, running jobs given
+    ``start()`` returns once the node runs (:meth:`wait_registered` waits for its tasks);
+    ``stop()`` shuts it down gracefully: no new claims, claimed-but-not-started runs handed
+    back, running jobs given
     ``config.shutdown_grace`` seconds while the node keeps heartbeating, then the row is
     marked STOPPED. ``run()`` does both around SIGTERM/SIGINT. Both are thread-safe, and a
     node is a context manager (``with Node(store, config) as node:`` starts and stops it),
@@ -125,8 +126,9 @@ class Node:
     def start(self) -> None:
         """Register this node and publish its catalog, start its threads (and its
         endpoint), then register its tasks in the background: the node claims the runs of
-        tasks already stored at once, whatever the size of its catalogue. Thread-safe; a node starts once (a second call, or one after :meth:`stop`, is an
-        error: make a new node)."""
+        tasks already stored at once, whatever the size of its catalogue. Thread-safe; a
+        node starts once (a second call, or one after :meth:`stop`, is an error: make a new
+        node)."""
         with self._life:
             if self._prepared or self._stopped.is_set():
                 raise EasyJobError(

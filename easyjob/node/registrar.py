@@ -85,7 +85,7 @@ class Registrar:
     def _background(self) -> None:
         try:
             self.register()
-        except Exception as err:  # noqa: BLE001 - reported to the node, which stops
+        except Exception as err:  # reported to the node, which stops
             self.error = err
             self._log.error("registering this node's tasks failed; the node stops: %s", err)
             if self._on_error is not None:

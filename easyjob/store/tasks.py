@@ -90,9 +90,7 @@ class TaskStore:
         writes nothing."""
         return self._register(specs, on_chunk or (lambda ids: None))
 
-    def _register(
-        self, specs: Sequence[TaskSpec], each: Callable[[dict[str, int]], None]
-    ) -> int:
+    def _register(self, specs: Sequence[TaskSpec], each: Callable[[dict[str, int]], None]) -> int:
         counts = Counter(spec.name for spec in specs)
         if dup := sorted(name for name, count in counts.items() if count > 1):
             raise TaskDefinitionError(f"duplicate task name(s): {', '.join(map(repr, dup))}")

@@ -63,6 +63,7 @@ class Rig:
         registry: Registry,
         pool: Executor | None = None,
         listeners: Sequence[Hook] = (),
+        background: bool = False,
         **config: Any,
     ) -> None:
         self.clock = FakeClock(START)
@@ -77,7 +78,7 @@ class Rig:
             pool=pool or self.pool,
             listeners=listeners,
         )
-        self.node.prepare()
+        self.node.prepare(background=background)  # background: the test registers the tasks
         self.keep: Callable[[str], bool] = lambda name: False
 
     def tick(self, seconds: float = 0.0) -> None:

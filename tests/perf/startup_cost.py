@@ -37,13 +37,13 @@ import sqlalchemy as sa
 #: their ``.pyc``, and compiling 100,000 functions from source costs seconds and ~4 KB each.
 _ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
-_JOB = '''
+_JOB = """
 def _first():
     path = os.path.join(_MARKS, str(os.getpid()))
     if not os.path.exists(path):
         with open(path, "w") as out:
             out.write(repr(time.time()))
-'''
+"""
 
 
 def write_jobs(folder: Path, tasks: int, every: int) -> str:
@@ -86,7 +86,12 @@ def measure_import(tasks: int) -> None:
             "print(f'{t1 - t0:.2f} {c1 - c0:.2f} {rss() - r0}')\n"
         )
         out = subprocess.run(
-            [sys.executable, "-c", code], cwd=tmp, check=True, capture_output=True, text=True, env=_ENV
+            [sys.executable, "-c", code],
+            cwd=tmp,
+            check=True,
+            capture_output=True,
+            text=True,
+            env=_ENV,
         )
         seconds, cpu, kb = out.stdout.split()
         print(
@@ -113,8 +118,7 @@ def _start(url: str, folder: Path, module: str, nodes: int, label: str) -> None:
     command = [sys.executable, "-m", "easyjob", "run", module, "--db", url, "--log-level", "INFO"]
     began = time.time()
     procs = [
-        subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-        for _ in range(nodes)
+        subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) for _ in range(nodes)
     ]
     registered: dict[int, float] = {}
     rss: dict[int, int] = {}
@@ -125,7 +129,9 @@ def _start(url: str, folder: Path, module: str, nodes: int, label: str) -> None:
             if all(p.pid in firsts for p in procs):
                 break
             if any(p.poll() is not None for p in procs):
-                raise SystemExit(f"a node exited: {procs[0].stderr.read() if procs[0].stderr else ''}")
+                raise SystemExit(
+                    f"a node exited: {procs[0].stderr.read() if procs[0].stderr else ''}"
+                )
             time.sleep(0.05)
         time.sleep(0.2)
         firsts = {int(p.name): float(p.read_text() or 0) for p in marks.iterdir()}
