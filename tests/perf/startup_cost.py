@@ -111,51 +111,63 @@ def _clear(url: str) -> None:
     engine.dispose()
 
 
+def _seen(log: Path, began: float) -> dict[str, float]:
+    """Seconds from *began* to the node's log lines: ``started`` (its threads run) and
+    ``registered`` (every task stored; before this change, registration preceded the start)."""
+    seen: dict[str, float] = {}
+    for line in log.read_text().splitlines():
+        match = re.search(r"(\d\d):(\d\d):(\d\d)[.,](\d+)", line)
+        kind = "started" if " started: " in line else "registered" if "registered " in line else ""
+        if match and kind and kind not in seen:
+            h, m, sec, frac = match.groups()
+            day = time.strftime("%Y-%m-%d", time.gmtime(began))
+            at = time.mktime(time.strptime(f"{day} {h}:{m}:{sec}", "%Y-%m-%d %H:%M:%S"))
+            seen[kind] = at - time.timezone + float(f"0.{frac}") - began
+    seen.setdefault("registered", seen.get("started", -1.0))
+    return seen
+
+
 def _start(url: str, folder: Path, module: str, nodes: int, label: str) -> None:
     marks = folder / f"marks-{label}"
     marks.mkdir()
-    env = {**_ENV, "STARTUP_MARKS": str(marks), "PYTHONPATH": str(folder)}
+    path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p)
+    env = {**_ENV, "STARTUP_MARKS": str(marks), "PYTHONPATH": path}
     command = [sys.executable, "-m", "easyjob", "run", module, "--db", url, "--log-level", "INFO"]
     began = time.time()
+    logs = [folder / f"{label}-{i}.log" for i in range(nodes)]
     procs = [
-        subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) for _ in range(nodes)
+        subprocess.Popen(command, env=env, cwd=folder, stderr=log.open("w"), text=True)
+        for log in logs
     ]
-    registered: dict[int, float] = {}
     rss: dict[int, int] = {}
-    deadline = began + 120
+    firsts: dict[int, float] = {}
+    deadline = began + 180
     try:
         while time.time() < deadline:
             firsts = {int(p.name): float(p.read_text() or 0) for p in marks.iterdir()}
-            if all(p.pid in firsts for p in procs):
+            seen = [_seen(log, began) for log in logs]
+            if all(p.pid in firsts for p in procs) and all(
+                "registered" in s and s["registered"] > 0 for s in seen
+            ):
                 break
             if any(p.poll() is not None for p in procs):
-                raise SystemExit(
-                    f"a node exited: {procs[0].stderr.read() if procs[0].stderr else ''}"
-                )
+                raise SystemExit(f"a node exited: {logs[0].read_text()[-2000:]}")
             time.sleep(0.05)
-        time.sleep(0.2)
+        time.sleep(0.5)
         firsts = {int(p.name): float(p.read_text() or 0) for p in marks.iterdir()}
         rss = {p.pid: _rss_kb(p.pid) for p in procs}
     finally:
         for p in procs:
             p.terminate()
         for p in procs:
-            _, err = p.communicate(timeout=60)
-            for line in err.splitlines():
-                match = re.search(r"(\d\d):(\d\d):(\d\d)[.,](\d+).*(registered|started:)", line)
-                if match and p.pid not in registered:
-                    h, m, s, frac = match.groups()[:4]
-                    day = time.strftime("%Y-%m-%d", time.gmtime(began))
-                    at = time.mktime(time.strptime(f"{day} {h}:{m}:{s}", "%Y-%m-%d %H:%M:%S"))
-                    registered[p.pid] = at - time.timezone + float(f"0.{frac}")
-    for p in procs:
+            p.wait(timeout=60)
+    for p, log in zip(procs, logs, strict=True):
         first = firsts.get(p.pid)
-        reg = registered.get(p.pid)
+        seen = _seen(log, began)
         print(
-            f"  {label}: node {p.pid}: first run {first - began:.2f} s"
-            if first
-            else f"  {label}: node {p.pid}: no run within 120 s",
-            f"registered {reg - began:.2f} s" if reg else "(no registration line)",
+            f"  {label}: node {p.pid}:",
+            f"first run {first - began:.2f} s," if first else "no run within 180 s,",
+            f"started {seen.get('started', -1):.2f} s, registered {seen['registered']:.2f} s,",
             f"RSS {rss.get(p.pid, 0) / 1024:.0f} MB",
         )
 
