@@ -113,15 +113,12 @@ class Catalog:
 
     @cached_property
     def digest(self) -> str:
+        """The catalog's name: a hash of its :meth:`body` (made once: a node's catalog may
+        name 100,000 tasks; the body itself is made again only when it must be stored)."""
         return hashlib.sha256(self.body().encode()).hexdigest()[:40]
 
     def body(self) -> str:
-        """The canonical JSON text stored for this catalog (made once: a node's catalog
-        may name 100,000 tasks)."""
-        return self._body
-
-    @cached_property
-    def _body(self) -> str:
+        """The canonical JSON text stored for this catalog."""
         return json.dumps(
             {"tasks": dict(sorted(self.tasks.items())), "runnable": sorted(self.runnable)},
             separators=(",", ":"),

@@ -44,6 +44,11 @@ __all__ = ["Node"]
 
 DOUBLE_SIGNAL_S = 0.1  # signals closer than this are one request
 
+#: A catalogue of at most this many tasks (one registration chunk, a transaction of a few
+#: ms to ~0.2 s) is registered before the node's threads start, as it always was: its tasks
+#: exist once start() returns. A larger one is registered in the background.
+SYNC_TASKS = 2000
+
 
 class Node:
     """One easyjob node: claims and runs its share of the cluster's work until stopped,
@@ -165,7 +170,7 @@ class Node:
             part.start()
         self._threads_started = True
         self._started_at = self.clock.monotonic()
-        self.registrar.start()
+        self.registrar.start()  # unless it registered the tasks already (SYNC_TASKS)
         self.log.info(
             "node %s started: %d task(s), strategy %s, %s claims, %d worker(s), database %s",
             self.config.node_id,
@@ -213,6 +218,9 @@ class Node:
             {name: entry.spec.func for name, entry in registered.items()},
             frozenset(self.registry.runnable()),
         )
+        # its digest before the node row's write transaction, and known to the membership:
+        # the heartbeat does not read this node's own catalog back from the database
+        self.membership.set([], {catalog.digest: catalog})
         self.heartbeat = Heartbeater(
             self.store,
             self.config,
@@ -295,10 +303,8 @@ class Node:
         for loop in loops:
             loop.progress = self.health.step
         self.heartbeat.register()  # the catalog first: peers see what this node may run
-        self.registrar = Registrar(
-            self.store, specs, self.log, self.loader.declare, self._registration_failed
-        )
-        if not background:
+        self.registrar = Registrar(self.store, specs, self.log, self._registration_failed)
+        if not background or len(specs) <= SYNC_TASKS:
             self.registrar.register()  # after the node row: seen_time >= started_at
         self._recover_predecessor()
         return specs

@@ -23,23 +23,20 @@ __all__ = ["Registrar"]
 
 class Registrar:
     """Registers *specs* once, on a thread of its own (:meth:`start`) or in the caller's
-    (:meth:`register`). *on_done* gets the ids of every task row registered, once all are.
-    An error (a task's name taken by a schedule added at run time; the database refusing
-    the writes past the store's retries) is kept in :attr:`error`, logged, and handed to
-    *on_error*: the node stops, as it would have refused to start."""
+    (:meth:`register`). An error (a task's name taken by a schedule added at run time; the
+    database refusing the writes past the store's retries) is kept in :attr:`error`,
+    logged, and handed to *on_error*: the node stops, as it would have refused to start."""
 
     def __init__(
         self,
         store: Store,
         specs: Sequence[TaskSpec],
         log: logging.LoggerAdapter[logging.Logger],
-        on_done: Callable[[list[int]], None],
         on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._store = store
         self._specs = specs
         self._log = log
-        self._on_done = on_done
         self._on_error = on_error
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -48,6 +45,8 @@ class Registrar:
 
     def start(self) -> None:
         """Register on a thread of its own; returns at once."""
+        if self._done.is_set():
+            return
         self._thread = threading.Thread(
             target=self._background, name="easyjob-registrar", daemon=True
         )
@@ -56,14 +55,10 @@ class Registrar:
     def register(self) -> None:
         """Register in the caller's thread; raises what the store raises."""
         began = time.monotonic()
-        ids: list[int] = []
         try:
-            self.written = self._store.tasks.register(
-                self._specs, lambda chunk: ids.extend(chunk.values())
-            )
+            self.written = self._store.tasks.register(self._specs)
         finally:
             self._done.set()
-        self._on_done(ids)
         self._log.info(
             "registered %d task(s) in %.2f s: %d written, the others unchanged",
             len(self._specs),

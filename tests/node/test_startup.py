@@ -7,11 +7,12 @@ from pathlib import Path
 
 from easyjob import FakeClock, scheduled
 from easyjob.core.states import RunStatus
+from easyjob.node.node import SYNC_TASKS
 from easyjob.registry import Registry
 from easyjob.store import Store
 from tests.node.conftest import START, Rig
 
-_CATALOGUE = 5000
+_CATALOGUE = 2 * SYNC_TASKS  # registered in the background
 
 
 def ready(ctx: object) -> None:
@@ -58,12 +59,23 @@ def test_a_restarted_node_writes_no_task_row_of_its_unchanged_catalogue(tmp_path
 
 
 def test_a_registration_refused_in_the_background_stops_the_node(tmp_path: Path) -> None:
-    registry = Registry()
+    registry = _registry()
     scheduled("* * * * * *", name="taken", registry=registry)(ready)
+    first = Store.open(f"sqlite:///{tmp_path / 'node.db'}", create=True, clock=FakeClock(START))
+    first.schedules.add("taken", "tests.node.test_startup:idle", every="1m")
+    first.close()
     rig = Rig(tmp_path, registry, background=True)
-    rig.store.schedules.add("taken", "tests.node.test_startup:idle", every="1m")
     rig.node.registrar.start()
-    assert rig.node.registrar.wait(30)
+    assert rig.node.registrar.wait(60)
     assert not rig.node.wait_registered(0)
     assert "'taken' exists as a schedule added at run time" in str(rig.node.registrar.error)
-    assert [task.origin for task in rig.store.tasks.all()] == ["runtime"]
+    assert rig.store.tasks.get("taken").origin == "runtime"
+
+
+def test_a_small_catalogue_is_registered_before_the_node_runs(tmp_path: Path) -> None:
+    registry = Registry()
+    for i in range(SYNC_TASKS):
+        scheduled("0 0 1 1 *", name=f"idle-{i}", registry=registry)(idle)
+    rig = Rig(tmp_path, registry, background=True)
+    assert rig.node.wait_registered(0)
+    assert len(rig.store.tasks.all()) == SYNC_TASKS
