@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,6 +36,19 @@ log = logging.getLogger("easyjob.store")
 #: Tasks registered per transaction: a short hold of SQLite's write lock, and well under
 #: every backend's limit of bound parameters per statement, whatever the number of tasks.
 _UPSERT_CHUNK = 2000
+
+#: The first chunk registered is smaller: its tasks exist, and plan their fires, sooner.
+_FIRST_CHUNK = 250
+
+
+def _chunks(count: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each chunk of *count* tasks: :data:`_FIRST_CHUNK`, then
+    :data:`_UPSERT_CHUNK` each."""
+    start, size = 0, _FIRST_CHUNK
+    while start < count:
+        yield start, min(count, start + size)
+        start, size = start + size, _UPSERT_CHUNK
+
 
 #: How old a task's ``seen_time`` may be before registering it unchanged refreshes it: a node
 #: that restarts within this writes no row of its unchanged tasks (docs/schema.md).
@@ -82,9 +94,9 @@ class TaskStore:
         the ids (by name) of each chunk of tasks once they are stored. Returns how many task
         rows were written.
 
-        Each chunk of ``_UPSERT_CHUNK`` tasks is first read (the columns a spec sets, no
-        lock held: SQLite's write lock is not taken, so a node registering does not hold up
-        the others' claims), and only the tasks that are missing, differ from their spec, or
+        Each chunk of ``_UPSERT_CHUNK`` tasks (the first smaller) is first read (the columns
+        a spec sets, no lock held: SQLite's write lock is not taken, so a node registering
+        does not hold up the others' claims), and only the tasks that are missing, differ from their spec, or
         were last seen more than :data:`SEEN_REFRESH` ago are written, in a transaction of
         their own that reads and compares them again. Registering an unchanged catalogue
         writes nothing."""
@@ -97,8 +109,8 @@ class TaskStore:
         ordered = _parents_first(specs)
         ids: dict[str, int] = {}
         written = 0
-        for start in range(0, len(ordered), _UPSERT_CHUNK):
-            chunk = ordered[start : start + _UPSERT_CHUNK]
+        for start, end in _chunks(len(ordered)):
+            chunk = ordered[start:end]
 
             def read(conn: sa.Connection, chunk: Sequence[TaskSpec] = chunk) -> list[TaskSpec]:
                 return _unwritten(conn, chunk, ids)
@@ -137,10 +149,15 @@ class TaskStore:
                 conn, rows[spec.name], spec, self._parent_id(conn, spec, ids), now
             )
         ]
-        conn.execute(t.update().where(t.c.name.in_(names)).values(seen_time=now))
+        # not a row another node wrote or saw meanwhile (nodes starting together read the
+        # same missing rows; the first inserts them, the others find them here)
+        cutoff = now - SEEN_REFRESH
+        seen = [name for name in names if name in changed or rows[name].seen_time < cutoff]
+        if seen:
+            conn.execute(t.update().where(t.c.name.in_(seen)).values(seen_time=now))
         if changed:
             rows.update(self._by_names(conn, changed))
-        return {name: replace(row, seen_time=now) for name, row in rows.items()}
+        return rows
 
     def _insert_missing(self) -> sa.Insert:
         return self._db.backend.insert_ignore(t, ["name"])
