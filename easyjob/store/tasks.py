@@ -98,8 +98,8 @@ class TaskStore:
         a spec sets, no lock held: SQLite's write lock is not taken, so a node registering
         does not hold up the others' claims), and only the tasks that are missing, differ
         from their spec, or were last seen more than :data:`SEEN_REFRESH` ago are written,
-        in a transaction of their own that reads and compares them again. Registering an unchanged catalogue
-        writes nothing."""
+        in a transaction of their own that reads and compares them again. Registering an
+        unchanged catalogue writes nothing."""
         return self._register(specs, on_chunk or (lambda ids: None))
 
     def _register(self, specs: Sequence[TaskSpec], each: Callable[[dict[str, int]], None]) -> int:
