@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any, TypeVar, overload
 
 from easyjob.core.cron import CronSchedule
@@ -253,4 +254,10 @@ def _seconds(value: Seconds, name: str) -> timedelta:
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TaskDefinitionError(f"{name} must be seconds or a timedelta, got {value!r}")
-    return timedelta(seconds=value)
+    return _timedelta(value)
+
+
+@lru_cache(maxsize=256)
+def _timedelta(seconds: float) -> timedelta:
+    """One (immutable) timedelta per value: tasks mostly share their defaults."""
+    return timedelta(seconds=seconds)

@@ -10,6 +10,7 @@ import inspect
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import FunctionType, MappingProxyType
 from typing import Any
 
 from easyjob.core.config import EXECUTORS
@@ -29,16 +30,25 @@ def func_path(fn: Callable[..., Any]) -> str:
     return f"{fn.__module__}:{fn.__qualname__}"
 
 
-@dataclass(frozen=True)
+#: The hooks of a task that has none: one shared empty mapping, not a dict per task.
+NO_HOOKS: Mapping[EventKind, Hook] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
 class Registered:
     """A task (or a ``@runnable`` function) as this process's code declared it: its spec,
     its function, whether that takes a context, its event hooks, and where its runs are
-    called (``thread`` or ``process``; None: the node's ``--executor``)."""
+    called (``thread`` or ``process``; None: the node's ``--executor``).
+
+    Kept compact (slots, shared empty hooks): a node may declare 100,000 tasks, and each
+    costs what its spec and this record hold (docs/performance.md). A new per-task setting
+    belongs in :class:`~easyjob.core.records.TaskSpec` (stored in the task row); one that
+    only this process needs (like *executor*) is a field here with a default."""
 
     spec: TaskSpec
     fn: Callable[..., Any]
     takes_context: bool
-    hooks: Mapping[EventKind, Hook] = field(default_factory=dict)
+    hooks: Mapping[EventKind, Hook] = field(default_factory=lambda: NO_HOOKS)
     executor: str | None = None
 
 
@@ -115,7 +125,7 @@ class Registry:
                 f"(lines {first} and {second}); the second would silently replace the first"
             )
         self._tasks[spec.name] = Registered(
-            spec, fn, _takes_context(fn, spec), dict(hooks or {}), executor
+            spec, fn, _takes_context(fn, spec), dict(hooks) if hooks else NO_HOOKS, executor
         )
         refs = [parent] if isinstance(parent, str) or callable(parent) else list(parent or ())
         if refs:
@@ -126,6 +136,10 @@ class Registry:
 
     def names(self) -> list[str]:
         return list(self._tasks)
+
+    def tasks(self) -> dict[str, Registered]:
+        """Every task, by name (a copy)."""
+        return dict(self._tasks)
 
     def get(self, name: str) -> Registered | None:
         return self._tasks.get(name)
@@ -157,6 +171,8 @@ class Registry:
 
         Raises TaskDefinitionError for an unknown parent, a cycle, or a child of several
         parents whose roots fire at different times (see :mod:`easyjob.core.joins`)."""
+        if not self._parents:  # no task has a parent: the specs as declared
+            return [entry.spec for entry in self._tasks.values()]
         specs = {}
         for name, entry in self._tasks.items():
             parents = tuple(self._resolve(entry, ref) for ref in self._parents.get(name, ()))
@@ -222,6 +238,37 @@ def _where(fn: Callable[..., Any]) -> tuple[str, int]:
 
 
 def _takes_context(fn: Callable[..., Any], spec: TaskSpec) -> bool:
+    """Whether *fn* takes a context argument; TaskDefinitionError naming the task when it
+    cannot be called with none or one plus its kwargs and accepted trigger arguments."""
+    simple = _plain_takes_context(fn) if not spec.kwargs and not spec.accepts else None
+    return simple if simple is not None else _inspected_takes_context(fn, spec)
+
+
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+
+
+def _plain_takes_context(fn: Callable[..., Any]) -> bool | None:
+    """The answer of :func:`_inspected_takes_context` read from the code object of a plain
+    function given no kwargs and no accepted arguments, or None when it needs the full
+    inspection (anything else, or a function it would refuse: the message comes from
+    there). ``inspect.signature`` costs about 20 us a task; this about 1."""
+    if (
+        type(fn) is not FunctionType
+        or "__wrapped__" in fn.__dict__
+        or "__signature__" in (fn.__dict__)
+    ):
+        return None
+    code = fn.__code__
+    if code.co_flags & _GENERATOR_FLAGS:
+        return None
+    required_kwonly = code.co_kwonlyargcount - len(fn.__kwdefaults__ or ())
+    required = code.co_argcount - len(fn.__defaults__ or ())
+    if required_kwonly > 0 or required > 1:
+        return None  # refused: inspection says why
+    return code.co_argcount > 0
+
+
+def _inspected_takes_context(fn: Callable[..., Any], spec: TaskSpec) -> bool:
     if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
         kind = "an async generator" if inspect.isasyncgenfunction(fn) else "a generator"
         raise TaskDefinitionError(

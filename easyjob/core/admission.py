@@ -78,7 +78,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TypeVar
 from zoneinfo import ZoneInfo
 
@@ -161,8 +161,10 @@ class Catalog:
     tasks: Mapping[str, str] = field(default_factory=dict)
     runnable: frozenset[str] = frozenset()
 
-    @property
+    @cached_property
     def digest(self) -> str:
+        """The catalog's name: a hash of its :meth:`body` (made once: a node's catalog may
+        name 100,000 tasks; the body itself is made again only when it must be stored)."""
         return hashlib.sha256(self.body().encode()).hexdigest()[:40]
 
     def body(self) -> str:

@@ -46,9 +46,15 @@ def _ms(value: timedelta | None) -> int | None:
     return None if value is None else round(value.total_seconds() * 1000)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TaskSpec:
     """A task as the code declares it; upserted into ``easy_job_task`` by name.
+
+    Slotted (no ``__dict__``): a node may hold 100,000 of them. A new setting is a field
+    with a default, validated in ``__post_init__`` and written by :meth:`columns` (the
+    task row's column of the same name): registration compares exactly what
+    :meth:`columns` returns, so a field it leaves out is never written again once the row
+    exists.
 
     *cron_dialect* (``'unix'``, ``'spring'``, ``'quartz'``; ``None``: by field count) is
     stored in ``cron_expr`` as a marker (``'quartz: 0 0 12 ? * 2-6'``), so every node
@@ -141,6 +147,9 @@ class TaskSpec:
                 raise TaskDefinitionError(f"{what}: {name} must be a timedelta >= 0, got {value!r}")
         if self.timeout is not None and self.timeout <= timedelta(0):
             raise TaskDefinitionError(f"{what}: timeout must be positive, got {self.timeout!r}")
+        if not self.kwargs:  # most tasks: no JSON round trip
+            object.__setattr__(self, "kwargs", {})
+            return
         try:
             kwargs = json.loads(json.dumps(dict(self.kwargs), allow_nan=False))
         except (TypeError, ValueError) as err:

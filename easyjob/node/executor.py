@@ -77,7 +77,6 @@ class JobRunner:
         preload(entry.fn.__module__ for entry in entries)
         self._isolating = isolation == "process" or any(e.executor == "process" for e in entries)
         self.children = ProcessPool(max_idle=workers if self._isolating else 1)
-        self._isolable = {id(e.fn) for e in entries if importable(e)}
         self._check_isolable(e for e in entries if (e.executor or isolation) == "process")
 
     def isolated(self, run: Run) -> bool:
@@ -131,12 +130,12 @@ class JobRunner:
         return invoke(call, entry.fn, cancelled)
 
     def _where(self, run: Run, entry: Registered | None) -> str:
-        isolable = entry is None or id(entry.fn) in self._isolable
+        isolable = entry is None or importable(entry)
         return executor_for(run, entry, self._isolation, isolable=isolable)
 
     def _check_isolable(self, entries: Iterable[Registered]) -> None:
         for entry in entries:
-            if id(entry.fn) not in self._isolable:
+            if not importable(entry):
                 raise TaskDefinitionError(
                     f"task {entry.spec.name!r}: the process executor cannot call "
                     f"{entry.spec.func} in a child: it is not importable by that name"

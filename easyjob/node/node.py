@@ -33,6 +33,7 @@ from easyjob.node.membership import Membership
 from easyjob.node.planner import Planner
 from easyjob.node.pruner import Pruner
 from easyjob.node.recovery import Recoverer, report
+from easyjob.node.registrar import Registrar
 from easyjob.observe.endpoint import NodeEndpoint, Probe, endpoint_app
 from easyjob.observe.metrics import NO_METRICS, Gauges, Metrics, NodeMetrics
 from easyjob.observe.wsgi import WSGIApp
@@ -43,13 +44,20 @@ __all__ = ["Node"]
 
 DOUBLE_SIGNAL_S = 0.1  # signals closer than this are one request
 
+#: A catalogue of at most this many tasks (one registration chunk, a transaction of a few
+#: ms to ~0.2 s) is registered before the node's threads start, as it always was: its tasks
+#: exist once start() returns. A larger one is registered in the background.
+SYNC_TASKS = 2000
+
 
 class Node:
-    """One easyjob node: registers its code's tasks, then claims and runs its share of the
-    cluster's work until stopped. See ``docs/concepts.md`` for the protocol.
+    """One easyjob node: claims and runs its share of the cluster's work until stopped,
+    while it registers its code's tasks in the background (see
+    :mod:`easyjob.node.registrar`). See ``docs/concepts.md`` for the protocol.
 
-    ``start()`` returns once the node runs; ``stop()`` shuts it down gracefully: no new
-    claims, claimed-but-not-started runs handed back, running jobs given
+    ``start()`` returns once the node runs (:meth:`wait_registered` waits for its tasks);
+    ``stop()`` shuts it down gracefully: no new claims, claimed-but-not-started runs handed
+    back, running jobs given
     ``config.shutdown_grace`` seconds while the node keeps heartbeating, then the row is
     marked STOPPED. ``run()`` does both around SIGTERM/SIGINT. Both are thread-safe, and a
     node is a context manager (``with Node(store, config) as node:`` starts and stops it),
@@ -121,9 +129,11 @@ class Node:
         self.stop()
 
     def start(self) -> None:
-        """Register this node and its tasks, then start its threads (and its endpoint).
-        Thread-safe; a node starts once (a second call, or one after :meth:`stop`, is an
-        error: make a new node)."""
+        """Register this node and publish its catalog, start its threads (and its
+        endpoint), then register its tasks in the background: the node claims the runs of
+        tasks already stored at once, whatever the size of its catalogue. Thread-safe; a
+        node starts once (a second call, or one after :meth:`stop`, is an error: make a new
+        node)."""
         with self._life:
             if self._prepared or self._stopped.is_set():
                 raise EasyJobError(
@@ -152,7 +162,7 @@ class Node:
             self.log.info("serving /metrics, /healthz and /readyz on %s", self._endpoint.url)
 
     def _start(self) -> None:
-        specs = self.prepare()
+        specs = self.prepare(background=True)
         self.dispatcher.jobs.warm()
         self.hooks.start()
         parts = (self.heartbeat, self.dispatcher, self.planner, self.loader, self.recovery)
@@ -160,6 +170,7 @@ class Node:
             part.start()
         self._threads_started = True
         self._started_at = self.clock.monotonic()
+        self.registrar.start()  # unless it registered the tasks already (SYNC_TASKS)
         self.log.info(
             "node %s started: %d task(s), strategy %s, %s claims, %d worker(s), database %s",
             self.config.node_id,
@@ -170,30 +181,46 @@ class Node:
             self.store.url,
         )
 
-    def prepare(self) -> list[TaskSpec]:
+    def prepare(self, *, background: bool = False) -> list[TaskSpec]:
         """Register this node and its tasks and build its parts, without starting their
-        threads (:meth:`start` does; tests step the parts themselves). Returns the specs."""
+        threads (:meth:`start` does; tests step the parts themselves). Returns the specs.
+        With *background*, the tasks are left to :attr:`registrar`, which :meth:`start`
+        starts after the other threads."""
         if self.config.claim_mode == "skip_locked":
             self.store.require_skip_locked()
         self.registry.read_by(self.config.node_id)
         self._prepared = True
         try:
-            return self._prepare()
+            return self._prepare(background)
         except BaseException:
             self.registry.released_by(self.config.node_id)
             raise
 
-    def _prepare(self) -> list[TaskSpec]:
+    def wait_registered(self, timeout: float | None = None) -> bool:
+        """Whether every task of this node's code is registered, waiting up to *timeout*
+        seconds (None: until it is, or registration failed; then the node stops)."""
+        return self.registrar.wait(timeout) and self.registrar.done()
+
+    def _registration_failed(self, err: BaseException) -> None:
+        """The tasks could not be registered: stop, as the node would have refused to
+        start (:meth:`run` raises *err* once stopped)."""
+        self._stop_requested.set()
+        self.stop()
+
+    def _prepare(self, background: bool) -> list[TaskSpec]:
         specs = self.registry.resolved()
-        tasks = {spec.name: self.registry.get(spec.name) for spec in specs}
-        registered = {name: entry for name, entry in tasks.items() if entry is not None}
+        registered = self.registry.tasks()
         self.hooks = Hooks(
-            {name: entry.hooks for name, entry in registered.items()}, self._listeners
+            {name: entry.hooks for name, entry in registered.items() if entry.hooks},
+            self._listeners,
         )
         catalog = Catalog(
             {name: entry.spec.func for name, entry in registered.items()},
             frozenset(self.registry.runnable()),
         )
+        # its digest before the node row's write transaction, and known to the membership:
+        # the heartbeat does not read this node's own catalog back from the database
+        self.membership.set([], {catalog.digest: catalog})
         self.heartbeat = Heartbeater(
             self.store,
             self.config,
@@ -275,9 +302,10 @@ class Node:
         )  # fmt: skip
         for loop in loops:
             loop.progress = self.health.step
-        self.heartbeat.register()
-        rows = self.store.tasks.upsert(specs)  # after the node row: seen_time >= started_at
-        self.loader.declare(row.id for row in rows)
+        self.heartbeat.register()  # the catalog first: peers see what this node may run
+        self.registrar = Registrar(self.store, specs, self.log, self._registration_failed)
+        if not background or len(specs) <= SYNC_TASKS:
+            self.registrar.register()  # after the node row: seen_time >= started_at
         self._recover_predecessor()
         return specs
 
@@ -437,3 +465,5 @@ class Node:
                 pass
         finally:
             self.stop()
+        if self.registrar.error is not None:
+            raise self.registrar.error

@@ -85,6 +85,14 @@ class BenchStore:
 
         return self._db.read("bench_progress", read)
 
+    def task_count(self) -> int:
+        """How many tasks are registered."""
+
+        def read(conn: sa.Connection) -> int:
+            return int(conn.scalar(sa.select(sa.func.count()).select_from(t)) or 0)
+
+        return self._db.read("bench_tasks", read)
+
     def overdue(self, by: timedelta) -> int:
         """How many runs are PENDING or CLAIMED more than *by* past their due time
         (database time)."""

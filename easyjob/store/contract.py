@@ -124,7 +124,20 @@ class TaskStore(Protocol):
         """Insert or update the tasks *specs* declare, by name; returns their rows. Safe when
         several nodes register the same tasks at once (the name is unique: an insert that
         loses the race becomes an update). A changed schedule recomputes the next fire from
-        now; ``seen_time`` becomes now. An unknown parent raises TaskDefinitionError."""
+        now; ``seen_time`` becomes now for each task written: only the tasks that are
+        missing, changed, or not seen for ``SEEN_REFRESH`` are. An unknown parent raises
+        TaskDefinitionError."""
+        ...
+
+    def register(
+        self,
+        specs: Sequence[TaskSpec],
+        on_chunk: Callable[[dict[str, int]], None] | None = None,
+    ) -> int:
+        """:meth:`upsert` for a node's catalogue, writing only the tasks that are missing,
+        changed, or not seen for ``SEEN_REFRESH`` (an unchanged catalogue writes no row),
+        each chunk read first without a write lock; *on_chunk* gets each chunk's ids by
+        name once stored. Returns how many task rows were written."""
         ...
 
     def get(self, name: str) -> TaskRow:
@@ -585,6 +598,10 @@ class BenchStore(Protocol):
 
     def succeeded_since(self, start: datetime) -> int:
         """How many runs fired at or after *start* succeeded."""
+        ...
+
+    def task_count(self) -> int:
+        """How many tasks are registered."""
         ...
 
     def overdue(self, by: timedelta) -> int:

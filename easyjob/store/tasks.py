@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from easyjob.core.records import Advance, PlannedFire, TaskRow, TaskSpec
+from easyjob.core.records import ORIGIN_CODE, Advance, PlannedFire, TaskRow, TaskSpec
 from easyjob.core.schedule import build_schedule
 from easyjob.core.states import Misfire, NodeStatus, RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
@@ -21,14 +20,14 @@ from easyjob.store.caller import CallerConnections
 from easyjob.store.database import Database, at_versions, per_id, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.expressions import not_in_list, unindexed
-from easyjob.store.parents import write_parents
+from easyjob.store.parents import parents_of, write_parents
 from easyjob.store.retry import first_line, is_transient
 from easyjob.store.runs import skip_unstarted
 from easyjob.store.schema import UTCDateTime, node_table, task_detail_table, task_table
 from easyjob.store.successes import counted_tasks
 from easyjob.store.triggers import TriggerRequest, TriggerTarget
 
-__all__ = ["TaskStore"]
+__all__ = ["SEEN_REFRESH", "TaskStore"]
 
 t = task_table
 d = task_detail_table
@@ -39,6 +38,23 @@ log = logging.getLogger("easyjob.store")
 #: Tasks registered per transaction: a short hold of SQLite's write lock, and well under
 #: every backend's limit of bound parameters per statement, whatever the number of tasks.
 _UPSERT_CHUNK = 2000
+
+#: The first chunk registered is smaller: its tasks exist, and plan their fires, sooner.
+_FIRST_CHUNK = 250
+
+
+def _chunks(count: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each chunk of *count* tasks: :data:`_FIRST_CHUNK`, then
+    :data:`_UPSERT_CHUNK` each."""
+    start, size = 0, _FIRST_CHUNK
+    while start < count:
+        yield start, min(count, start + size)
+        start, size = start + size, _UPSERT_CHUNK
+
+
+#: How old a task's ``seen_time`` may be before registering it unchanged refreshes it: a node
+#: that restarts within this writes no row of its unchanged tasks (docs/schema.md).
+SEEN_REFRESH = timedelta(hours=1)
 
 
 class TaskStore:
@@ -58,29 +74,68 @@ class TaskStore:
         A changed schedule, ``shards``, ``broadcast`` or ``max_runs``, and a pause, forget
         the task's fires written ahead and not yet due (see
         :func:`~easyjob.store.ahead.forget_ahead`): the new definition plans them again.
-        ``seen_time`` is set to now for every task given. Parents are resolved by name among
-        *specs* and the tasks already stored; an unknown parent raises TaskDefinitionError.
+        Parents are resolved by name among *specs* and the tasks already stored; an unknown
+        parent raises TaskDefinitionError.
+
+        Only what changed is written (see :meth:`register`): a task whose row already says
+        what its spec declares is read, not written, and its row is returned as read.
         """
+        rows: dict[str, TaskRow] = {}
+
+        def keep(ids: dict[str, int]) -> None:
+            rows.update(self._db.read("get_tasks", lambda conn: self._by_names(conn, list(ids))))
+
+        self._register(specs, keep)
+        return [rows[spec.name] for spec in specs]
+
+    def register(
+        self,
+        specs: Sequence[TaskSpec],
+        on_chunk: Callable[[dict[str, int]], None] | None = None,
+    ) -> int:
+        """:meth:`upsert` for a node's catalogue, keeping no rows: *on_chunk* is called with
+        the ids (by name) of each chunk of tasks once they are stored. Returns how many task
+        rows were written.
+
+        Each chunk of ``_UPSERT_CHUNK`` tasks (the first smaller) is first read (the columns
+        a spec sets, no lock held: SQLite's write lock is not taken, so a node registering
+        does not hold up the others' claims), and only the tasks that are missing, differ
+        from their spec, or were last seen more than :data:`SEEN_REFRESH` ago are written,
+        in a transaction of their own that reads and compares them again. Registering an
+        unchanged catalogue writes nothing."""
+        return self._register(specs, on_chunk or (lambda ids: None))
+
+    def _register(self, specs: Sequence[TaskSpec], each: Callable[[dict[str, int]], None]) -> int:
         counts = Counter(spec.name for spec in specs)
         if dup := sorted(name for name, count in counts.items() if count > 1):
             raise TaskDefinitionError(f"duplicate task name(s): {', '.join(map(repr, dup))}")
         ordered = _parents_first(specs)
         ids: dict[str, int] = {}
-        rows: dict[str, TaskRow] = {}
-        for start in range(0, len(ordered), _UPSERT_CHUNK):
-            chunk = ordered[start : start + _UPSERT_CHUNK]
+        written = 0
+        for start, end in _chunks(len(ordered)):
+            chunk = ordered[start:end]
 
-            def write(conn: sa.Connection, chunk: Sequence[TaskSpec] = chunk) -> dict[str, TaskRow]:
-                return self._upsert(conn, chunk, ids)
+            def read(conn: sa.Connection, chunk: Sequence[TaskSpec] = chunk) -> list[TaskSpec]:
+                return _unwritten(conn, chunk, ids)
 
-            rows.update(self._db.write("upsert_tasks", write))
-        return [rows[spec.name] for spec in specs]
+            stale = self._db.read("read_tasks", read)
+            if stale:
+
+                def write(
+                    conn: sa.Connection, stale: Sequence[TaskSpec] = stale
+                ) -> dict[str, TaskRow]:
+                    return self._upsert(conn, stale, ids)
+
+                self._db.write("upsert_tasks", write)
+                written += len(stale)
+            each({spec.name: ids[spec.name] for spec in chunk})
+        return written
 
     def _upsert(
         self, conn: sa.Connection, specs: Sequence[TaskSpec], ids: dict[str, int]
     ) -> dict[str, TaskRow]:
-        """One chunk; *ids* holds the ids of tasks of earlier chunks (parents) and gets
-        this chunk's."""
+        """One chunk's tasks to write; *ids* holds the ids of tasks of earlier chunks
+        (parents) and gets this chunk's. ``seen_time`` becomes now for each."""
         now = conn.scalar(sa.select(db_now()))
         names = [spec.name for spec in specs]
         rows = self._by_names(conn, names)
@@ -99,10 +154,15 @@ class TaskStore:
             )
         ]
         write_parents(conn, {rows[name].id: found for name, found in parents.items()})
-        conn.execute(t.update().where(t.c.name.in_(names)).values(seen_time=now))
+        # not a row another node wrote or saw meanwhile (nodes starting together read the
+        # same missing rows; the first inserts them, the others find them here)
+        cutoff = now - SEEN_REFRESH
+        seen = [name for name in names if name in changed or rows[name].seen_time < cutoff]
+        if seen:
+            conn.execute(t.update().where(t.c.name.in_(seen)).values(seen_time=now))
         if changed:
             rows.update(self._by_names(conn, changed))
-        return {name: replace(row, seen_time=now) for name, row in rows.items()}
+        return rows
 
     def _insert_missing(self) -> sa.Insert:
         return self._db.backend.insert_ignore(t, ["name"])
@@ -142,23 +202,7 @@ class TaskStore:
     def _update_if_changed(
         self, conn: sa.Connection, row: TaskRow, spec: TaskSpec, pid: int | None, now: datetime
     ) -> bool:
-        if row.runtime:
-            raise TaskDefinitionError(
-                f"task {spec.name!r} exists as a schedule added at run time (function "
-                f"{row.func}); remove it (easyjob schedule remove) or rename the code's task"
-            )
-        wanted = {**spec.columns(), "pid": pid}
-        key = declared(spec)
-        if row.declared == key:
-            # The code's schedule did not change since it was last registered: the row's
-            # schedule stands, even where it was changed at run time (easyjob schedule set).
-            for name in _DECLARED:
-                del wanted[name]
-        else:
-            wanted["declared"] = key
-        changes = {k: v for k, v in wanted.items() if getattr(row, k) != v}
-        if not spec.enabled and row.status == TaskStatus.ACTIVE:
-            changes["status"] = str(TaskStatus.PAUSED)
+        changes = _declared_changes(row, spec, pid)
         if _SCHEDULE.intersection(changes):
             merged = {name: changes.get(name, getattr(row, name)) for name in _SCHEDULE}
             if merged["every_ms"] is not None:
@@ -575,6 +619,79 @@ _SCHEDULE = frozenset({*_DECLARED, "starts_at", "ends_at"})
 #: The other columns the fires written ahead depend on (their runs, how many of them).
 _FIRES = frozenset({"shards", "broadcast", "max_runs", "jitter_ms", "exclude_calendar"})
 _SCHEDULE_ROW = (*_DECLARED, "starts_at", "ends_at", "anchor_time")
+
+
+def _unwritten(
+    conn: sa.Connection, specs: Sequence[TaskSpec], ids: dict[str, int]
+) -> list[TaskSpec]:
+    """The specs of *specs* that registering must write: missing, not seen for
+    :data:`SEEN_REFRESH`, a schedule added at run time (refused when written), or with a
+    column that differs (as :func:`_declared_changes` compares: its parent's id, the
+    schedule it declared, every other column it sets, a pause). The ids of the rows found
+    are added to *ids*. Reads only the columns a spec sets, compared as tuples."""
+    keys = [key for key in specs[0].columns() if key not in _DECLARED]
+    cutoff = conn.scalar(sa.select(db_now())) - SEEN_REFRESH
+    query = sa.select(
+        t.c.id,
+        t.c.name,
+        t.c.origin,
+        t.c.declared,
+        t.c.pid,
+        t.c.status,
+        sa.case((t.c.seen_time < cutoff, 1), else_=0).label("unseen"),
+        *(t.c[key] for key in keys),
+    ).where(t.c.name.in_([spec.name for spec in specs]))
+    rows = {row[1]: tuple(row) for row in conn.execute(query)}
+    ids.update((name, int(row[0])) for name, row in rows.items())
+    active = str(TaskStatus.ACTIVE)
+    stale = []
+    for spec in specs:
+        row = rows.get(spec.name)
+        pid = None if spec.parent is None else ids.get(spec.parent, -1)
+        if (
+            row is None
+            or row[2:7] != (str(ORIGIN_CODE), declared(spec), pid, row[5], 0)
+            or (not spec.enabled and row[5] == active)
+            or row[7:] != _set_by(spec, keys)
+        ):
+            stale.append(spec)
+    joins = {ids[s.name]: s for s in specs if len(s.parents) > 1 and s not in stale}
+    if joins:  # a child of several parents: its other parents are in easy_job_task_parent
+        stored = parents_of(conn, joins)
+        for task_id, spec in joins.items():
+            if stored.get(task_id) != [ids.get(parent, -1) for parent in spec.parents]:
+                stale.append(spec)
+    return stale
+
+
+def _set_by(spec: TaskSpec, keys: Sequence[str]) -> tuple[Any, ...]:
+    columns = spec.columns()
+    return tuple(columns[key] for key in keys)
+
+
+def _declared_changes(row: TaskRow, spec: TaskSpec, pid: int | None) -> dict[str, Any]:
+    """The columns of *row* that registering *spec* (its parent's id *pid*) changes, before
+    the schedule's consequences (next fire, status) are worked out: empty when the row
+    already says what the code declares. TaskDefinitionError when the row is a schedule
+    added at run time."""
+    if row.runtime:
+        raise TaskDefinitionError(
+            f"task {spec.name!r} exists as a schedule added at run time (function "
+            f"{row.func}); remove it (easyjob schedule remove) or rename the code's task"
+        )
+    wanted = {**spec.columns(), "pid": pid}
+    key = declared(spec)
+    if row.declared == key:
+        # The code's schedule did not change since it was last registered: the row's
+        # schedule stands, even where it was changed at run time (easyjob schedule set).
+        for name in _DECLARED:
+            del wanted[name]
+    else:
+        wanted["declared"] = key
+    changes = {k: v for k, v in wanted.items() if getattr(row, k) != v}
+    if not spec.enabled and row.status == TaskStatus.ACTIVE:
+        changes["status"] = str(TaskStatus.PAUSED)
+    return changes
 
 
 def declared(spec: TaskSpec) -> str:

@@ -346,8 +346,15 @@ def test_a_task_no_running_node_registered_is_flagged_not_deleted(
         ),
     )
     assert cli("tasks", "--json", "--db", db_url).json()["tasks"][0]["in_code"] is False
-    register(store, "node-a")
-    store.tasks.upsert(yearly("kept"))  # what node-a's code declares, after its row
+    register(store, "node-a")  # a node of an earlier release: it publishes no catalog
+    # and, registering what its code declares, writes each task's seen_time (this release
+    # writes it only for a changed row, and tells what a node declares by its catalog)
+    store.db.write(
+        "seen",
+        lambda conn: conn.execute(
+            t.update().where(t.c.name == "kept").values(seen_time=store.now())
+        ),
+    )
     doc = cli("tasks", "--json", "--db", db_url).json()
     assert [(row["name"], row["in_code"]) for row in doc["tasks"]] == [
         ("gone", False),

@@ -64,6 +64,7 @@ class Rig:
         pool: Executor | None = None,
         listeners: Sequence[Hook] = (),
         metrics: bool = False,
+        background: bool = False,
         **config: Any,
     ) -> None:
         self.clock = FakeClock(START)
@@ -79,7 +80,7 @@ class Rig:
             listeners=listeners,
             metrics=metrics,
         )
-        self.node.prepare()
+        self.node.prepare(background=background)  # background: the test registers the tasks
         self.keep: Callable[[str], bool] = lambda name: False
 
     def tick(self, seconds: float = 0.0) -> None:

@@ -11,6 +11,7 @@ from easyjob.bench.metrics import percentile
 from easyjob.bench.trial import TrialConfig
 from easyjob.cli import main
 from easyjob.core.config import NodeConfig
+from easyjob.store.schema import task_detail_table as d
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -152,5 +153,29 @@ def test_bench_with_skip_locked_claims_and_an_idle_catalogue(
         assert trial["db_cpu_s"] > 0 and trial["db_cpu_ms_per_run"] > 0
         assert trial["db_cpu_note"].startswith("pid ")
         assert len(store.tasks.all()) == 305  # the catalogue, registered once by the bench
+    finally:
+        store.close()
+
+
+def test_a_backlog_that_does_not_shrink_ends_the_wait_with_one_line(tmp_path: Path) -> None:
+    """A saturated cluster never clears its start-up backlog: the bench says so once and
+    measures, instead of waiting minutes and printing a line per second."""
+    from datetime import timedelta
+
+    from easyjob.bench.trial import _wait_caught_up
+    from easyjob.store import Store
+    from tests.store.conftest import make_pending
+
+    store = Store.open(f"sqlite:///{tmp_path / 'bench.db'}", create=True)
+    try:
+        make_pending(store, "bench-late", fires=3)
+        past = store.now() - timedelta(minutes=5)
+        store.db.write("age", lambda conn: conn.execute(d.update().values(due_time=past)))
+        lines: list[str] = []
+        _wait_caught_up(store, lines.append, budget_s=60, stalled_s=0)
+        assert lines == [
+            "start-up backlog not shrinking for 0 s (3 fires overdue): the cluster runs fewer "
+            "fires than are due; measuring anyway"
+        ]
     finally:
         store.close()

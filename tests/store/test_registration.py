@@ -1,0 +1,141 @@
+"""Registering a node's catalogue writes only what changed (issue 25, goal 2), on each real
+database: an unchanged catalogue is read, never written."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from easyjob.core.records import TaskSpec
+from easyjob.store import Store
+from easyjob.store.parents import parents_of
+from easyjob.store.schema import task_table as t
+from easyjob.store.tasks import SEEN_REFRESH
+
+
+def _catalogue() -> list[TaskSpec]:
+    """Tasks setting every kind of column: schedules, bounds, JSON, a parent, a pause."""
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    specs = [
+        TaskSpec(name=f"plain-{i}", func=f"tests.jobs:f{i}", cron="*/5 * * * * *")
+        for i in range(30)
+    ]
+    specs += [
+        TaskSpec(
+            name="rich",
+            func="tests.jobs:rich",
+            cron="0 0 12 ? * 2-6",
+            cron_dialect="quartz",
+            tz="Europe/Berlin",
+            misfire="catch_up",  # type: ignore[arg-type]
+            misfire_grace=timedelta(seconds=5),
+            overlap="allow",  # type: ignore[arg-type]
+            retries=2,
+            timeout=timedelta(seconds=30),
+            kwargs={"n": 1, "names": ["a", "b"], "nested": {"x": 1.5}},
+            accepts=("user", "limit"),
+            start=start,
+            end=start + timedelta(days=30),
+            max_runs=10,
+            shards=3,
+            jitter=timedelta(seconds=2),
+            exclude="holidays",
+            max_running=2,
+            priority=5,
+        ),
+        TaskSpec(name="interval", func="tests.jobs:interval", every=timedelta(minutes=5)),
+        TaskSpec(name="child", func="tests.jobs:child", parent="rich"),
+        TaskSpec(name="join", func="tests.jobs:join", parents=("plain-0", "plain-1")),
+        TaskSpec(name="paused", func="tests.jobs:paused", cron="@hourly", enabled=False),
+        TaskSpec(name="manual", func="tests.jobs:manual", accepts=("x",)),
+        TaskSpec(name="wide", func="tests.jobs:wide", cron="@daily", broadcast=True),
+    ]
+    return specs
+
+
+_TASK_WRITE = re.compile(
+    r"\s*(INSERT\s+(IGNORE\s+)?INTO|UPDATE|DELETE\s+FROM)\s+[`\"]?easy_job_task(_parent)?\b",
+    re.I,
+)
+
+
+@contextmanager
+def _task_writes(store: Store) -> Iterator[list[str]]:
+    """The INSERT, UPDATE and DELETE statements sent on ``easy_job_task`` meanwhile."""
+    sent: list[str] = []
+
+    def note(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if _TASK_WRITE.match(statement):
+            sent.append(statement)
+
+    sa.event.listen(store.db.engine, "before_cursor_execute", note)
+    try:
+        yield sent
+    finally:
+        sa.event.remove(store.db.engine, "before_cursor_execute", note)
+
+
+def test_an_unchanged_catalogue_is_read_not_written(store: Store) -> None:
+    specs = _catalogue()
+    assert store.tasks.register(specs) == len(specs)
+    before = {row.name: (row.version, row.update_time) for row in store.tasks.all()}
+    with _task_writes(store) as sent:
+        ids: dict[str, int] = {}
+        assert store.tasks.register(specs, ids.update) == 0
+    assert sent == []
+    assert set(ids) == {spec.name for spec in specs}
+    after = {row.name: (row.version, row.update_time) for row in store.tasks.all()}
+    assert after == before
+
+
+def test_only_the_changed_task_is_written(store: Store) -> None:
+    specs = _catalogue()
+    store.tasks.register(specs)
+    changed = [
+        s if s.name != "plain-7" else TaskSpec(**{**_fields(s), "retries": 4}) for s in specs
+    ]
+    with _task_writes(store) as sent:
+        assert store.tasks.register(changed) == 1
+    assert sent
+    assert store.tasks.get("plain-7").retries == 4
+    assert store.tasks.get("plain-8").version == 0
+
+
+def test_a_task_unseen_for_long_is_written_again_to_refresh_its_seen_time(store: Store) -> None:
+    specs = _catalogue()
+    store.tasks.register(specs)
+    long_ago = store.now() - SEEN_REFRESH - timedelta(minutes=1)
+    store.db.write(
+        "age",
+        lambda conn: conn.execute(
+            t.update().where(t.c.name == "interval").values(seen_time=long_ago)
+        ),
+    )
+    assert store.tasks.register(specs) == 1
+    assert store.tasks.get("interval").seen_time > long_ago
+    assert store.tasks.get("interval").version == 0  # seen again, not changed
+
+
+def test_a_join_whose_other_parent_changed_is_written(store: Store) -> None:
+    specs = _catalogue()
+    store.tasks.register(specs)
+    changed = [
+        s if s.name != "join" else TaskSpec(**{**_fields(s), "parents": ("plain-0", "plain-2")})
+        for s in specs
+    ]
+    with _task_writes(store) as sent:
+        assert store.tasks.register(changed) == 1
+    assert any("easy_job_task_parent" in statement for statement in sent)
+    ids = {row.name: row.id for row in store.tasks.all()}
+    with store.db.engine.connect() as conn:
+        stored = parents_of(conn, [ids["join"]])
+    assert stored == {ids["join"]: [ids["plain-0"], ids["plain-2"]]}
+
+
+def _fields(spec: TaskSpec) -> dict[str, Any]:
+    return {name: getattr(spec, name) for name in TaskSpec.__dataclass_fields__}
