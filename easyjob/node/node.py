@@ -240,6 +240,7 @@ class Node:
             self.dispatcher.hooks,
             metrics=self.metrics,
             on_planned=self.loader.wake,
+            missed=lambda: self.dispatcher.writer.missed,
         )
         self.recovery = Recoverer(
             self.store,
