@@ -13,9 +13,11 @@ loss is high it is *behind*:
   one MISSED summary row per gap, never a row each;
 - it advances at most :attr:`Pace.rate` tasks per poll, the most overdue first. The rate
   halves after a poll whose misses passed :data:`LOSS` of the fires written in the last two
-  polls (and :data:`MIN_MISSES`), and grows by a quarter (plus one) after a poll that did
-  not: additive-increase, multiplicative-decrease, as a TCP sender paces on loss. So the
-  fires written follow the runs the cluster starts, not the fires it is offered.
+  polls (and :data:`MIN_MISSES`), at most once per two polls (the fires written before a
+  cut are missed in the poll after it), and grows after a poll that did not: by a quarter
+  when nothing was missed, by an eighth (at least one) when a little was. So the fires
+  written follow the runs the cluster starts, not the fires it is offered (as a TCP sender
+  paces on loss).
 
 A planner stops being behind after :data:`QUIET` polls in a row without loss in which the
 rate held no due task back. Misses below :data:`MIN_MISSES` a poll never count: a serial
@@ -59,6 +61,7 @@ class Pace:
         self._written_before = 0  # ...and the poll before
         self._held_back = False  # whether the rate left due tasks unplanned this poll
         self._quiet = 0
+        self._since_cut = 0  # polls since the rate was last halved
         #: How many times this planner became behind (for tests and the log).
         self.episodes = 0
 
@@ -96,24 +99,30 @@ class Pace:
         misses = missed - self._missed_mark
         written = self._written + self._written_before
         loss = misses >= MIN_MISSES and misses > LOSS * written
-        self._decide(loss)
+        self._decide(loss, misses == 0)
         self._round_at, self._missed_mark = now, missed
         self._written_before, self._written = self._written, 0
         self._held_back = False
 
-    def _decide(self, loss: bool) -> None:
+    def _decide(self, loss: bool, clean: bool) -> None:
+        self._since_cut += 1
         if not self._behind:
             if loss:
-                self._behind, self._quiet = True, 0
+                self._behind, self._quiet, self._since_cut = True, 0, 0
                 self.rate = self._batch / 2
                 self._tokens = self.rate
                 self.episodes += 1
             return
         if loss:
-            self.rate = max(MIN_RATE, self.rate / 2)
+            # what was written before a cut is missed during the poll after it: one cut
+            # per two polls (a sender halves once per round trip)
+            if self._since_cut >= 2:
+                self.rate = max(MIN_RATE, self.rate / 2)
+                self._since_cut = 0
             self._quiet = 0
             return
-        self.rate = min(self.rate + max(1.0, self.rate / 8), 100.0 * self._batch)
+        grow = self.rate / 4 if clean else self.rate / 8  # quicker while nothing is missed
+        self.rate = min(self.rate + max(1.0, grow), 100.0 * self._batch)
         self._quiet = 0 if self._held_back else self._quiet + 1
         if self._quiet >= QUIET:
             self._behind = False

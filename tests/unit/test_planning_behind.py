@@ -95,7 +95,9 @@ def test_a_planner_whose_fires_are_missed_becomes_behind_and_halves_its_rate() -
     assert pace.allowance(T0 + _s(2), 600) == 0  # used up...
     assert pace.allowance(T0 + _s(2.5), 600) == 50  # ...and half a poll refills half
     pace.planned(50, 50, held_back=True)
-    pace.allowance(T0 + _s(3), 700)  # 100 more missed in the next poll: loss again
+    pace.allowance(T0 + _s(3), 700)  # 100 more missed in the next poll: loss again, but
+    assert pace.rate == 100  # those were written before the cut: one cut per two polls
+    pace.allowance(T0 + _s(4), 800)
     assert pace.rate == 50
 
 
