@@ -14,8 +14,11 @@ loss is high it is *behind*:
 - it advances at most :attr:`Pace.rate` tasks per poll, the most overdue first. The rate
   halves after a poll whose misses passed :data:`LOSS` of the fires written in the last two
   polls (and :data:`MIN_MISSES`), at most once per two polls (the fires written before a
-  cut are missed in the poll after it), and grows after a poll that did not: by a quarter
-  when nothing was missed, by an eighth (at least one) when a little was. So the fires
+  cut are missed in the poll after it) and never below the runs the node ran in the last
+  poll (what it evidently can run: fires written ahead before it was behind are missed
+  for up to ``plan_ahead`` polls, and would halve it further), and grows after a poll that
+  did not: by a quarter when nothing was missed, by an eighth (at least one) when a little
+  was, up to twice what the node ran in the last poll (plus :data:`MIN_MISSES`). So the fires
   written follow the runs the cluster starts, not the fires it is offered (as a TCP sender
   paces on loss).
 
@@ -57,6 +60,7 @@ class Pace:
         self._round_at: datetime | None = None
         self._step_at: datetime | None = None
         self._missed_mark: int | None = None
+        self._ran_mark = 0
         self._written = 0  # PENDING fires written this poll
         self._written_before = 0  # ...and the poll before
         self._held_back = False  # whether the rate left due tasks unplanned this poll
@@ -70,11 +74,11 @@ class Pace:
         """Whether the planner is behind (paced, writing nothing ahead)."""
         return self._behind
 
-    def allowance(self, now: datetime, missed: int) -> int | None:
+    def allowance(self, now: datetime, missed: int, succeeded: int = 0) -> int | None:
         """How many due tasks the planner may advance in this step at database time *now*,
-        its loader having marked *missed* runs MISSED so far; None: any number (not
-        behind)."""
-        self._close_rounds(now, missed)
+        its node having marked *missed* runs MISSED and run *succeeded* so far; None: any
+        number (not behind)."""
+        self._close_rounds(now, missed, succeeded)
         if not self._behind:
             self._step_at = now
             return None
@@ -90,21 +94,22 @@ class Pace:
         self._written += fires
         self._held_back = self._held_back or held_back
 
-    def _close_rounds(self, now: datetime, missed: int) -> None:
+    def _close_rounds(self, now: datetime, missed: int, succeeded: int) -> None:
         if self._round_at is None or self._missed_mark is None:
-            self._round_at, self._missed_mark = now, missed
+            self._round_at, self._missed_mark, self._ran_mark = now, missed, succeeded
             return
         if now - self._round_at < self._poll:
             return
         misses = missed - self._missed_mark
         written = self._written + self._written_before
         loss = misses >= MIN_MISSES and misses > LOSS * written
-        self._decide(loss, misses == 0)
-        self._round_at, self._missed_mark = now, missed
+        ran = (succeeded - self._ran_mark) / ((now - self._round_at) / self._poll)
+        self._decide(loss, misses == 0, ran)
+        self._round_at, self._missed_mark, self._ran_mark = now, missed, succeeded
         self._written_before, self._written = self._written, 0
         self._held_back = False
 
-    def _decide(self, loss: bool, clean: bool) -> None:
+    def _decide(self, loss: bool, clean: bool, ran: float) -> None:
         self._since_cut += 1
         if not self._behind:
             if loss:
@@ -116,13 +121,15 @@ class Pace:
         if loss:
             # what was written before a cut is missed during the poll after it: one cut
             # per two polls (a sender halves once per round trip)
-            if self._since_cut >= 2:
-                self.rate = max(MIN_RATE, self.rate / 2)
+            if self._since_cut >= 2:  # never below what the node ran in the last poll
+                self.rate = max(MIN_RATE, self.rate / 2, min(self.rate, ran))
                 self._since_cut = 0
             self._quiet = 0
             return
         grow = self.rate / 4 if clean else self.rate / 8  # quicker while nothing is missed
-        self.rate = min(self.rate + max(1.0, grow), 100.0 * self._batch)
+        # more than twice what the node runs would only be missed: a bound on the overshoot
+        # while the misses of an overshoot are still to come
+        self.rate = min(self.rate + max(1.0, grow), 2 * ran + MIN_MISSES, 100.0 * self._batch)
         self._quiet = 0 if self._held_back else self._quiet + 1
         if self._quiet >= QUIET:
             self._behind = False

@@ -241,6 +241,7 @@ class Node:
             metrics=self.metrics,
             on_planned=self.loader.wake,
             missed=lambda: self.dispatcher.writer.missed,
+            succeeded=lambda: self.dispatcher.writer.succeeded,
         )
         self.recovery = Recoverer(
             self.store,

@@ -67,6 +67,7 @@ class Planner(Loop):
         metrics: Metrics = NO_METRICS,
         on_planned: Callable[[], None] | None = None,
         missed: Callable[[], int] = lambda: 0,
+        succeeded: Callable[[], int] = lambda: 0,
     ) -> None:
         super().__init__(config.poll, log)
         self._store = store
@@ -80,7 +81,8 @@ class Planner(Loop):
         self._unplannable = Unplannable(log)
         self._wrote = False
         self._schedules: dict[tuple[object, ...], Schedule | None] = {}
-        self._missed = missed  # how many runs the node's loader has marked MISSED so far
+        self._missed = missed  # how many runs the node has marked MISSED so far
+        self._succeeded = succeeded  # and how many it has run
         self.pace = Pace(timedelta(seconds=config.poll), config.batch)
         #: What a fire written while behind may wait before its successor is due (see
         #: easyjob.core.planner.plan_behind): half a poll.
@@ -91,7 +93,7 @@ class Planner(Loop):
             return None  # the loader says so in the log
         now = self._liveness.db_now()
         was_behind = self.pace.behind
-        allowance = self.pace.allowance(now, self._missed())
+        allowance = self.pace.allowance(now, self._missed(), self._succeeded())
         if self.pace.behind != was_behind:
             self._tell(was_behind)
         if allowance is None:

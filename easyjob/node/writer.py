@@ -46,6 +46,7 @@ class RunWriter:
         self._log = ContextLogger(logging.getLogger("easyjob.worker"), {"node_id": node_id})
         self.given_up = 0  # writes abandoned to the orphan sweep
         self.missed = 0  # runs this node wrote MISSED before they started (the planner paces on it)
+        self.succeeded = 0  # runs this node wrote SUCCESS (what it runs: the pace's floor)
 
     def claim(self, candidates: Sequence[Candidate]) -> list[Run]:
         """PENDING -> CLAIMED for this node (see ``RunStore.claim``): the runs won. An error
@@ -114,6 +115,7 @@ class RunWriter:
             "record the success of",
             lambda: self._store.runs.finish_many(runs, results, notes),
         )
+        self.succeeded += len(won or ())
         if won and (notes or self._log.isEnabledFor(logging.DEBUG)):
             for run, outcome, seconds in done:
                 if run.id not in won:

@@ -110,10 +110,32 @@ def test_a_behind_planner_speeds_up_without_loss_and_leaves_once_nothing_is_held
     rates = []
     for i in range(2, 2 + QUIET):  # polls without loss, every due task planned
         pace.planned(10, 10, held_back=False)
-        pace.allowance(T0 + _s(i), 500)
+        pace.allowance(T0 + _s(i), 500, 1000 * i)  # running 1,000 a poll
         rates.append(pace.rate)
     assert rates == sorted(rates) and rates[0] > 100
     assert not pace.behind
+
+
+def test_a_behind_planner_writes_at_most_twice_what_its_node_runs() -> None:
+    pace = _pace()
+    pace.planned(0, 1000, held_back=False)
+    pace.allowance(T0, 0)
+    pace.allowance(T0 + _s(1), 500)
+    assert pace.rate == 100
+    pace.allowance(T0 + _s(2), 500, 20)  # ran 20 in that poll: 2 x 20 + MIN_MISSES
+    assert pace.rate == 2 * 20 + MIN_MISSES
+
+
+def test_a_cut_never_goes_below_what_the_node_ran() -> None:
+    """The fires written ahead before a planner was behind are missed for several polls:
+    halving on each would leave a node that runs 80 a poll writing a handful."""
+    pace = _pace()
+    pace.planned(0, 1000, held_back=False)
+    pace.allowance(T0, 0)
+    pace.allowance(T0 + _s(1), 500, 0)  # behind at 100
+    pace.allowance(T0 + _s(2), 1000, 80)  # loss, no cut yet (one per two polls)
+    pace.allowance(T0 + _s(3), 1500, 160)  # loss: cut to what it ran, not to 50
+    assert pace.rate == 80
 
 
 def test_a_held_back_poll_keeps_a_planner_behind() -> None:
