@@ -5,7 +5,7 @@ before its successor is due is superseded (:mod:`easyjob.core.admission`). A fir
 ahead and then missed costs two row writes (its insert and its MISSED mark) for nothing,
 at the moment the database is the cluster's limit: measured, 16 rows per run on 4 SQLite
 nodes offered 3,000 fires a second (docs/performance.md, "Overload"). So a planner watches
-the share of what it writes that its node's loader then misses (the *loss*), and while the
+the share of what it writes that its node then marks MISSED (the *loss*), and while the
 loss is high it is *behind*:
 
 - it writes no fire ahead: each advance writes one fire, the one with a chance to start
@@ -45,8 +45,8 @@ MIN_RATE = 1.0
 
 
 class Pace:
-    """One planner's pacing state; the planner tells it the time, its loader's running
-    count of runs MISSED, and what each step wrote. Not thread-safe (the planner's thread
+    """One planner's pacing state; the planner tells it the time, its node's running
+    counts of runs MISSED and run, and what each step wrote. Not thread-safe (the planner's thread
     alone uses it)."""
 
     def __init__(self, poll: timedelta, batch: int) -> None:

@@ -13,7 +13,7 @@ the row, a write the database refuses) is set aside, reported once per change of
 looked at again every 10 s (:mod:`easyjob.node.unplannable`): one task's problem never
 stops the others' planning.
 
-While the share of its fires that the node's loader misses is high, the planner is *behind*
+While the share of its fires that the node marks MISSED is high, the planner is *behind*
 (:mod:`easyjob.core.pacing`): it advances at most its paced number of due tasks per poll,
 the most overdue first, each by one fire (:func:`easyjob.core.planner.plan_behind`: no fire
 written ahead, the fires passed over one MISSED summary row per gap), so the fires written
