@@ -53,6 +53,11 @@ class TrialFigures:
     #: runs PENDING or CLAIMED longer than their task's misfire grace when the window
     #: ended: 0 when the misfire policy kept up with what the cluster could not run
     stale_at_end: int = 0
+    #: MISSED rows of the window's fires: written as runs first and marked MISSED later
+    #: (a fire the cluster could not run, paid an insert and a write or more), and summary
+    #: rows the planner wrote MISSED (one for a fire or a gap of them)
+    missed_after_insert: int = 0
+    missed_summaries: int = 0
     #: from each run's fire time to its recorded ``start_time`` (database time: the start
     #: write, or the due time for a start written ahead of it)
     recorded_lateness_ms: dict[str, float] = field(default_factory=dict)
@@ -116,6 +121,7 @@ def measure(
     expected = len(fires) * tasks
 
     rows = store.bench.succeeded(start, end)
+    after_insert, summaries = store.bench.misses(start, end)
     per_fire = Counter((task_id, fire) for task_id, fire, _ in rows)
     recorded = [(started - fire).total_seconds() * 1000 for _, fire, started in rows]
     first, last = start.timestamp(), end.timestamp()
@@ -155,6 +161,8 @@ def measure(
         window_end=end.isoformat(),
         cpu_ms_per_run=round(1000 * sum(s.get("cpu_s", 0.0) for s in node_stats) / runs_total, 4),
         stale_at_end=stale_at_end,
+        missed_after_insert=after_insert,
+        missed_summaries=summaries,
         window_runs=window_runs,
         window_statements_per_run=_per_run(counts.get("statements"), window_runs),
         rows_per_run=_per_run(sum(written.values()) if counts else None, window_runs),

@@ -41,6 +41,13 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
             f"{best.runs_per_s:,.0f} runs/s ({best.settings} settings{rows}) is {share:.0%} "
             "of it"
         )
+    for f in trials:
+        if f.missed_after_insert or f.missed_summaries:
+            lines.append(
+                f"{f.settings} {f.nodes} x {f.tasks}: fires missed after their run row was "
+                f"written {f.missed_after_insert:,} ({f.missed_after_insert / max(f.runs, 1):.2f} "
+                f"per run), MISSED summary rows {f.missed_summaries:,}"
+            )
     modes = sorted({f.claim_mode for f in trials})
     overlaps = sorted({f.overlap for f in trials})
     lines.append(f"claim mode: {', '.join(modes)}; tasks' overlap: {', '.join(overlaps)}")

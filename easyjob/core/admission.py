@@ -266,11 +266,22 @@ def start_deadline(run: RunFacts) -> datetime | None:
 
 
 def fire_verdict(
-    policy: Misfire, grace: timedelta, fire: datetime, successor: datetime | None, now: datetime
+    policy: Misfire,
+    grace: timedelta,
+    fire: datetime,
+    successor: datetime | None,
+    now: datetime,
+    *,
+    margin: timedelta = timedelta(0),
 ) -> Decision | None:
     """:func:`misfire` for a fire the planner is about to write: MISS or None (run it).
-    *fire* and *successor* are due times (a fire time plus its jitter)."""
-    if successor is not None and successor <= now and policy != Misfire.CATCH_UP:
+    *fire* and *successor* are due times (a fire time plus its jitter).
+
+    With *margin* (a planner whose cluster is behind, see :mod:`easyjob.core.pacing`), a
+    fire whose successor is due within *margin* of *now* is superseded already: written
+    now, it would wait behind the cluster's backlog and be missed before it started, so the
+    successor is written in its place."""
+    if successor is not None and successor <= now + margin and policy != Misfire.CATCH_UP:
         return Decision(Verdict.MISS, superseded_reason(policy))
     late = now - fire
     if policy != Misfire.SKIP or late <= grace:

@@ -32,6 +32,13 @@ excess MISSED, instead of working an ever older backlog (the loader and the disp
 apply the same rule to runs already written: :mod:`easyjob.core.admission`, which decides
 the fires this module misses too).
 
+Planning behind (:func:`plan_behind`): a node whose cluster misses much of what is written
+(see :mod:`easyjob.core.pacing`) writes one fire per advance, nothing ahead: the latest due
+fire, or, when its successor is due within *margin* (it would be superseded before the
+cluster's backlog let it start), that successor, due soon; every fire passed over is in
+the gap's one MISSED summary row. So a fire the cluster cannot run is never inserted and
+then marked MISSED: what it costs is its share of a summary row.
+
 Late fires are never dropped silently, and a gap costs O(1) rows whatever its length: the
 MISSED fires of one gap are one *summary* row (``fire_time`` the first, ``last_fire_time``
 the last, ``missed_count`` how many). Counting walks the schedule fire by fire, so it stops
@@ -58,7 +65,7 @@ from easyjob.core.records import Advance, PlannedFire, TaskRow
 from easyjob.core.schedule import Schedule
 from easyjob.core.states import Misfire, RunStatus
 
-__all__ = ["plan_advance"]
+__all__ = ["plan_advance", "plan_behind"]
 
 _EPS = timedelta(microseconds=1)
 
@@ -99,6 +106,65 @@ def plan_advance(
     if advance.next_start_time is None:  # would finish the task: only the look-ahead
         return plan(None)
     return advance, more
+
+
+def plan_behind(
+    task: TaskRow,
+    schedule: Schedule,
+    now: datetime,
+    margin: timedelta,
+    *,
+    cap: int = 5000,
+    excluded: Days | None = None,
+) -> tuple[Advance, bool]:
+    """The advance of *task* at database time *now* by a planner whose cluster is behind:
+    one fire to run (see the module docstring, "Planning behind"), the fires before it one
+    MISSED summary row. A ``catch_up`` or broadcast task is planned as by
+    :func:`plan_advance` up to ``now + margin``, nothing ahead (catching up writes every
+    fire; a broadcast fire is one row per node). Jitter and *excluded* days apply as in
+    :func:`plan_advance`: whether a fire is superseded is judged on due times, and a fire
+    to run on an excluded day is SKIPPED with its stretch."""
+    horizon = now + margin
+    if task.misfire == Misfire.CATCH_UP or task.broadcast:
+        return plan_advance(task, schedule, now, horizon, cap=cap, excluded=excluded)
+    start = task.next_start_time
+    if start is None:
+        raise ValueError(f"task {task.name!r} has no next_start_time to advance from")
+    if start > horizon:
+        raise ValueError(f"task {task.name!r} is not due by {horizon.isoformat()}")
+    grace = timedelta(milliseconds=task.misfire_grace_ms)
+    due, counted = _late_fires(schedule, start, now, cap) if start <= now else ([start], True)
+    missed, keep = _passed_over(task, schedule, due, now, margin)
+    planned: list[PlannedFire] = []
+    if missed:
+        planned.append(_summary(task, missed, counted, grace, now - grace))
+    if keep is not None:
+        planned.append(PlannedFire(keep))
+    after = schedule.next_after(max(keep, now) if keep is not None else now)
+    advance = Advance(task.id, task.version, after, tuple(planned), task.shards)
+    if excluded:
+        advance = _excluding(task, schedule, advance, excluded, cap)
+    return _limited(task, _jittered(task, advance), False)
+
+
+def _passed_over(
+    task: TaskRow, schedule: Schedule, due: list[datetime], now: datetime, margin: timedelta
+) -> tuple[list[datetime], datetime | None]:
+    """Of *due* (the fires due by *now*, or the one fire due within *margin*), the fires
+    passed over and the one to run: the latest, or, while the admission rule misses it
+    with *margin*, its successor when that comes within *margin* (else none)."""
+    grace = timedelta(milliseconds=task.misfire_grace_ms)
+    missed, keep = list(due[:-1]), due[-1]
+    while keep <= now:
+        successor = schedule.next_after(keep)
+        due_at, successor_due = _due_times(task, schedule, keep)
+        if fire_verdict(task.misfire, grace, due_at, successor_due, now, margin=margin) is None:
+            break
+        missed.append(keep)
+        if successor is None or successor > now + margin:
+            return missed, None
+        keep = successor
+    return missed, keep
 
 
 def _limited(task: TaskRow, advance: Advance, more: bool) -> tuple[Advance, bool]:

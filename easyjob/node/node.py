@@ -267,6 +267,8 @@ class Node:
             self.dispatcher.hooks,
             metrics=self.metrics,
             on_planned=self.loader.wake,
+            missed=lambda: self.dispatcher.writer.missed,
+            succeeded=lambda: self.dispatcher.writer.succeeded,
         )
         self.recovery = Recoverer(
             self.store,

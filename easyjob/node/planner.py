@@ -14,6 +14,12 @@ looked at again every 10 s (:mod:`easyjob.node.unplannable`): one task's problem
 stops the others' planning. The days of the calendars that due tasks exclude come from
 :mod:`easyjob.node.calendars` (read again only when a calendar changed).
 
+While the share of its fires that the node marks MISSED is high, the planner is *behind*
+(:mod:`easyjob.core.pacing`): it advances at most its paced number of due tasks per poll,
+the most overdue first, each by one fire (:func:`easyjob.core.planner.plan_behind`: no fire
+written ahead, the fires passed over one MISSED summary row per gap), so the fires written
+follow the runs the cluster starts instead of being inserted and then marked MISSED.
+
 Planning runs on its own thread beside the loader's claims: each is a round trip to the
 database at a time, so a node that did both in turn could do neither at the pace of a
 busy cluster (measured: one thread 96 % busy, half of it each). A node that is not fresh
@@ -28,7 +34,8 @@ from datetime import datetime, timedelta
 
 from easyjob.core.admission import Catalog, declares, planner_owner
 from easyjob.core.config import NodeConfig
-from easyjob.core.planner import plan_advance
+from easyjob.core.pacing import Pace
+from easyjob.core.planner import plan_advance, plan_behind
 from easyjob.core.records import Advance, TaskRow
 from easyjob.core.schedule import Schedule
 from easyjob.core.states import RunStatus
@@ -61,6 +68,8 @@ class Planner(Loop):
         *,
         metrics: Metrics = NO_METRICS,
         on_planned: Callable[[], None] | None = None,
+        missed: Callable[[], int] = lambda: 0,
+        succeeded: Callable[[], int] = lambda: 0,
     ) -> None:
         super().__init__(config.poll, log)
         self._store = store
@@ -75,19 +84,45 @@ class Planner(Loop):
         self._calendars = Calendars(store, log)
         self._wrote = False
         self._schedules: dict[tuple[object, ...], Schedule | None] = {}
+        self._missed = missed  # how many runs the node has marked MISSED so far
+        self._succeeded = succeeded  # and how many it has run
+        self.pace = Pace(timedelta(seconds=config.poll), config.batch)
+        #: What a fire written while behind may wait before its successor is due (see
+        #: easyjob.core.planner.plan_behind): half a poll.
+        self._margin = timedelta(seconds=config.poll / 2)
 
     def step(self) -> float | None:
         if not self._liveness.fresh():
             return None  # the loader says so in the log
         now = self._liveness.db_now()
-        horizon = now + timedelta(seconds=self._config.lookahead_s)
+        was_behind = self.pace.behind
+        allowance = self.pace.allowance(now, self._missed(), self._succeeded())
+        if self.pace.behind != was_behind:
+            self._tell(was_behind)
+        if allowance is None:
+            horizon = now + timedelta(seconds=self._config.lookahead_s)
+            limit = self._config.batch
+        elif allowance <= 0:
+            return None  # paced: nothing more this poll
+        else:
+            horizon, limit = now + self._margin, min(allowance, self._config.batch)
         self._wrote = False
-        backlog = self._advance(now, horizon)
+        backlog = self._advance(now, horizon, limit, paced=allowance is not None)
         if self._wrote and self._on_planned is not None:
             self._on_planned()  # the loader claims what was written without waiting a poll
         return 0.0 if backlog else None
 
-    def _advance(self, now: datetime, horizon: datetime) -> bool:
+    def _tell(self, was_behind: bool) -> None:
+        if was_behind:
+            self.log.info("planner: caught up, writing fires ahead again")
+        else:
+            self.log.warning(
+                "planner: the cluster misses many of the fires written (it is offered more than "
+                "it starts): writing each task's next fire only, paced, the rest summarised "
+                "as MISSED"
+            )
+
+    def _advance(self, now: datetime, horizon: datetime, limit: int, *, paced: bool) -> bool:
         me = self._config.node_id
         live = [n.node_id for n in self._membership.nodes()]
         uniform = self._membership.uniform()
@@ -97,7 +132,7 @@ class Planner(Loop):
         overdue_before = now - timedelta(seconds=self._config.overdue_grace_s)
         due = self._store.tasks.due(
             horizon,
-            self._config.batch,
+            limit,
             self._unplannable.ids(now),
             share=share,
             overdue_before=overdue_before,
@@ -109,10 +144,11 @@ class Planner(Loop):
         advances: list[Advance] = []
         backlog = False
         for task in due:
-            advance, more = self._plan(task, now, horizon)
+            advance, more = self._plan(task, now, horizon, paced=paced)
             if advance is not None:
                 advances.append(advance)
                 backlog = backlog or more
+        won: list[int] = []
         if advances:
             self._wrote = True
             won = self._store.tasks.advance(
@@ -120,7 +156,9 @@ class Planner(Loop):
             )
             count_misfires(self._metrics, due, advances, won)
             self._report_planned_misses(due, advances, won)
-        return backlog or len(due) == self._config.batch
+        full = len(due) == limit
+        self.pace.planned(len(won), _pending_fires(advances, won), held_back=paced and full)
+        return backlog or full
 
     def _owns(self, task: TaskRow) -> bool:
         """Whether this node plans *task*: :func:`~easyjob.core.admission.planner_owner` over
@@ -128,7 +166,9 @@ class Planner(Loop):
         declaring = self._membership.declaring(task.name, task.func, task.origin)
         return planner_owner(task.id, declaring) == self._config.node_id
 
-    def _plan(self, task: TaskRow, now: datetime, horizon: datetime) -> tuple[Advance | None, bool]:
+    def _plan(
+        self, task: TaskRow, now: datetime, horizon: datetime, *, paced: bool = False
+    ) -> tuple[Advance | None, bool]:
         """The advance of one due task, or None when it cannot be planned (its row names a
         task this node's code does not declare, or holds a bad cron or zone): the task is
         then set aside, reported once per change of its row, and the others go on."""
@@ -142,6 +182,10 @@ class Planner(Loop):
                     task, now, "it has a next_start_time but no cron or interval", logging.INFO
                 )
                 return None, False
+            if paced:
+                return plan_behind(
+                    task, schedule, now, self._margin, excluded=self._calendars.days(task)
+                )
             until = now + self._config.plan_until
             return plan_advance(
                 task,
@@ -192,6 +236,18 @@ class Planner(Loop):
                         fire.error_msg,
                         fire.missed_count or 1,
                     )
+
+
+def _pending_fires(advances: list[Advance], won: Iterable[int]) -> int:
+    """The PENDING fires (fires to run) of the *advances* written."""
+    written = set(won)
+    return sum(
+        1
+        for advance in advances
+        if advance.task_id in written
+        for fire in advance.fires
+        if fire.status == RunStatus.PENDING
+    )
 
 
 def _before(when: datetime | None, cutoff: datetime) -> bool:

@@ -45,6 +45,8 @@ class RunWriter:
         self._node_id = node_id
         self._log = ContextLogger(logging.getLogger("easyjob.worker"), {"node_id": node_id})
         self.given_up = 0  # writes abandoned to the orphan sweep
+        self.missed = 0  # runs this node wrote MISSED before they started (the planner paces on it)
+        self.succeeded = 0  # runs this node wrote SUCCESS (what it runs: the pace's floor)
 
     def claim(self, candidates: Sequence[Candidate]) -> list[Run]:
         """PENDING -> CLAIMED for this node (see ``RunStore.claim``): the runs won. An error
@@ -68,7 +70,9 @@ class RunWriter:
     def miss_pending(self, runs: Mapping[int, tuple[int, str]]) -> set[int]:
         """PENDING -> MISSED, ``id -> (version, reason)``: misses the admission rule decided
         (see ``RunStore.miss_pending``); the ids written."""
-        return self._store.runs.miss_pending(runs)
+        won = self._store.runs.miss_pending(runs)
+        self.missed += len(won)
+        return won
 
     def recover(
         self,
@@ -111,6 +115,7 @@ class RunWriter:
             "record the success of",
             lambda: self._store.runs.finish_many(runs, results, notes),
         )
+        self.succeeded += len(won or ())
         if won and (notes or self._log.isEnabledFor(logging.DEBUG)):
             for run, outcome, seconds in done:
                 if run.id not in won:
@@ -176,6 +181,8 @@ class RunWriter:
         )
         if won is None:
             return None
+        if status == RunStatus.MISSED:
+            self.missed += len(won)
         for run in runs[:_TOLD]:
             if run.id in won:
                 self.say(logging.INFO, run, "%s", reasons[run.id])

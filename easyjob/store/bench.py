@@ -93,6 +93,31 @@ class BenchStore:
 
         return self._db.read("bench_tasks", read)
 
+    def misses(self, start: datetime, end: datetime) -> tuple[int, int]:
+        """Of the MISSED rows of ``bench-*`` tasks whose fire time is in [*start*, *end*]:
+        how many were written as runs first and marked MISSED later (an insert and a write
+        or more each), and how many are summary rows written MISSED by the planner (each
+        for one fire or a gap of them)."""
+
+        def read(conn: sa.Connection) -> tuple[int, int]:
+            query = (
+                sa.select(
+                    sa.func.sum(sa.case((d.c.version > 0, 1), else_=0)),
+                    sa.func.sum(sa.case((d.c.version == 0, 1), else_=0)),
+                )
+                .join_from(d, t, t.c.id == d.c.task_id)
+                .where(
+                    d.c.status == str(RunStatus.MISSED),
+                    d.c.fire_time >= start,
+                    d.c.fire_time <= end,
+                    t.c.name.like("bench-%"),
+                )
+            )
+            after_insert, summaries = conn.execute(query).one()
+            return int(after_insert or 0), int(summaries or 0)
+
+        return self._db.read("bench_misses", read)
+
     def overdue(self, by: timedelta) -> int:
         """How many runs are PENDING or CLAIMED more than *by* past their due time
         (database time)."""

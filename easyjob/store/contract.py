@@ -612,6 +612,11 @@ class BenchStore(Protocol):
         """How many runs are PENDING or CLAIMED longer than their task's misfire grace."""
         ...
 
+    def misses(self, start: datetime, end: datetime) -> tuple[int, int]:
+        """Of the MISSED rows of the window's fires: written as runs and then MISSED, and
+        written MISSED (summaries)."""
+        ...
+
     def seed_probe(self, task_id: int, rows: int) -> int:
         """Replace task *task_id*'s runs by *rows* PENDING runs of consecutive ids; returns
         the first id."""

@@ -66,6 +66,7 @@ def test_bench_measures_a_small_cluster(tmp_path: Path, capsys: pytest.CaptureFi
     assert 0 <= trial["lateness_ms"]["p50"] <= trial["lateness_ms"]["max"]
     assert trial["round_trips_per_run"] > 0
     assert trial["stale_at_end"] == 0  # nothing waited past its grace
+    assert (trial["missed_after_insert"], trial["missed_summaries"]) == (0, 0)
     # over the window: each run is at least inserted and moved on; the tasks advance
     assert trial["window_runs"] >= 20 and trial["window_statements_per_run"] > 0
     assert trial["run_rows_per_run"] >= 2 and 0 <= trial["task_rows_per_run"] < 1

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from easyjob.core.records import Run
+from easyjob.core.records import Advance, PlannedFire, Run
 from easyjob.core.states import RunStatus, TaskStatus
 from easyjob.errors import ConfigError
 from easyjob.store import Store
@@ -109,3 +109,26 @@ def test_the_probe_claims_its_rows_and_leaves_them_pending(store: Store) -> None
     assert versions == [1] * 5 + [2] * 5 + [1] * 5 + [0] * 5
     assert runs[first + 7].node_id == "probe-1" and runs[first + 2].node_id == "probe-0"
     assert store.bench.probe_claim(first + 100, 10, "probe-0") == 0
+
+
+def test_misses_tells_fires_missed_after_their_insert_from_summary_rows(store: Store) -> None:
+    """What overload costs: a fire inserted PENDING and then marked MISSED (two writes for a
+    fire that never ran), against a summary row the planner wrote MISSED at once."""
+    bench = make_pending(store, "bench-0", fires=3)
+    other = make_pending(store, "orders", fires=1)  # not a bench task: never counted
+    far = store.now() + timedelta(days=1)
+    pending = {c.id: c for c in store.runs.pending(far, 100)}
+    why = "missed: test"
+    won = store.runs.miss_pending({i: (pending[i].version, why) for i in [*bench[:2], *other]})
+    assert won == {*bench[:2], *other}
+    task = store.tasks.get("bench-0")
+    assert task.next_start_time is not None
+    gap = task.next_start_time + timedelta(seconds=5)
+    summary = PlannedFire(gap, RunStatus.MISSED, why, 3, gap + timedelta(seconds=2))
+    advance = Advance(task.id, task.version, gap + timedelta(seconds=3), (summary,))
+    assert store.tasks.advance("planner", [advance]) == [task.id]
+    rows = sorted(store.history.runs(task="bench-0"), key=lambda r: r.fire_time)
+    first, last = rows[0].fire_time, rows[-1].fire_time
+    assert store.bench.misses(first, last) == (2, 1)
+    assert store.bench.misses(first, first) == (1, 0)
+    assert store.bench.misses(gap, last) == (0, 1)

@@ -177,6 +177,25 @@ def test_fire_verdict_is_the_same_rule_for_fires_being_written(
         assert (admit(run(fire, policy), T0 + now * S).verdict == MISS) == missed
 
 
+# a planner behind (margin 2): (policy, fire, successor, now, missed?)
+BEHIND = [
+    (ONCE, 0, 10, 7, False),  # the successor is 3 away: the fire may still start
+    (ONCE, 0, 10, 8, True),  # 2 away: superseded already, the successor runs instead
+    (SKIP, 0, 5, 3.5, True),  # within its grace, but its successor is 1.5 away
+    (ALL, 0, 10, 8, False),  # catch_up runs every fire
+    (ONCE, 0, None, 1000, False),
+]
+
+
+@pytest.mark.parametrize(("policy", "fire", "successor", "now", "missed"), BEHIND)
+def test_a_planner_behind_supersedes_a_fire_whose_successor_comes_within_its_margin(
+    policy: Misfire, fire: float, successor: float | None, now: float, missed: bool
+) -> None:
+    after = None if successor is None else T0 + successor * S
+    verdict = fire_verdict(policy, GRACE, T0 + fire * S, after, T0 + now * S, margin=2 * S)
+    assert (verdict is not None) == missed
+
+
 CODE = Catalog({"a": "app.jobs:a", "b": "app.jobs:b"}, frozenset({"app.jobs:report"}))
 
 

@@ -21,7 +21,7 @@ from easyjob.core.admission import (
 )
 from easyjob.core.calendars import check_calendar_name, parse_days, without
 from easyjob.core.cron import CronSchedule
-from easyjob.core.planner import plan_advance
+from easyjob.core.planner import plan_advance, plan_behind
 from easyjob.core.records import TaskRow, TaskSpec
 from easyjob.core.states import Misfire, RunStatus, Trigger
 from easyjob.errors import TaskDefinitionError
@@ -397,3 +397,24 @@ def test_the_decorator_takes_jitter_in_seconds_and_a_calendar_name() -> None:
         TaskDefinitionError, match=r"@scheduled on .*_job: .*jitter 10s must be shorter"
     ):
         scheduled(every=10, name="bad", jitter=10, registry=Registry())(_job)
+
+
+def test_a_planner_that_is_behind_skips_an_excluded_day_and_jitters_what_it_writes() -> None:
+    """:func:`plan_behind` (a planner whose cluster is behind) asks the same rules: its one
+    fire to run, on an excluded day, is SKIPPED with its whole stretch; on another day it
+    is due its jitter after its fire time."""
+    now = utc("2030-12-24T10:30:00+00:00")  # Christmas Eve in Berlin, 11:30
+    row = hourly(now - timedelta(minutes=30), exclude_calendar="holidays")
+    advance, _ = plan_behind(row, HOURLY, now, timedelta(seconds=1), excluded=XMAS)
+    assert RunStatus.PENDING not in [f.status for f in advance.fires]
+    skipped = advance.fires[-1]
+    assert skipped.status == RunStatus.SKIPPED and "calendar 'holidays'" in (
+        skipped.error_msg or ""
+    )
+    assert advance.next_start_time == utc("2030-12-26T23:00:00+00:00")
+    after = utc("2030-12-27T10:00:00+00:00")
+    jittered = hourly(after, jitter_ms=30_000)
+    advance, _ = plan_behind(jittered, HOURLY, after, timedelta(seconds=1), excluded=XMAS)
+    (fire,) = advance.fires
+    assert fire.status == RunStatus.PENDING and fire.fire_time == after
+    assert fire.jitter == jitter_of(jittered.id, after, 30_000) > timedelta(0)

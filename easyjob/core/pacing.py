@@ -1,0 +1,135 @@
+"""How fast a node's planner writes fires while its cluster is behind (pure).
+
+A cluster offered more fires than it can start misses the excess: a fire not started
+before its successor is due is superseded (:mod:`easyjob.core.admission`). A fire written
+ahead and then missed costs two row writes (its insert and its MISSED mark) for nothing,
+at the moment the database is the cluster's limit: measured, 16 rows per run on 4 SQLite
+nodes offered 3,000 fires a second (docs/performance.md, "Overload"). So a planner watches
+the share of what it writes that its node then marks MISSED (the *loss*), and while the
+loss is high it is *behind*:
+
+- it writes no fire ahead: each advance writes one fire, the one with a chance to start
+  (see :func:`easyjob.core.planner.plan_behind`), and the fires passed over meanwhile are
+  one MISSED summary row per gap, never a row each;
+- it advances at most :attr:`Pace.rate` tasks per poll, the most overdue first. The rate
+  halves after a poll whose misses passed :data:`LOSS` of the fires written in the last two
+  polls (and :data:`MIN_MISSES`), at most once per two polls (the fires written before a
+  cut are missed in the poll after it) and never below the runs the node ran in the last
+  poll (what it evidently can run: fires written ahead before it was behind are missed
+  for up to ``plan_ahead`` polls, and would halve it further), and grows after a poll that
+  did not: by a quarter when nothing was missed, by an eighth (at least one) when a little
+  was, up to twice what the node ran in the last poll (plus :data:`MIN_MISSES`). So the fires
+  written follow the runs the cluster starts, not the fires it is offered (as a TCP sender
+  paces on loss).
+
+A planner stops being behind after :data:`QUIET` polls in a row without loss in which the
+rate held no due task back. Misses below :data:`MIN_MISSES` a poll never count: a serial
+task slower than its period misses a fire a period by itself, and that is not the
+cluster's capacity.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+__all__ = ["LOSS", "MIN_MISSES", "QUIET", "Pace"]
+
+#: The share of the fires written (over the last two polls) that, missed in one poll, is loss.
+LOSS = 0.1
+#: Fewer misses than this in a poll are never loss.
+MIN_MISSES = 10
+#: Polls without loss, the rate holding nothing back, after which a planner is not behind.
+QUIET = 3
+#: The least rate (tasks per poll): a planner behind still plans its most overdue task.
+MIN_RATE = 1.0
+
+
+class Pace:
+    """One planner's pacing state; the planner tells it the time, its node's running
+    counts of runs MISSED and run, and what each step wrote. Not thread-safe (the planner's thread
+    alone uses it)."""
+
+    def __init__(self, poll: timedelta, batch: int) -> None:
+        if poll <= timedelta(0) or batch < 1:
+            raise ValueError(f"pacing needs a positive poll and batch, got {poll!r}, {batch!r}")
+        self._poll = poll
+        self._batch = batch
+        self._behind = False
+        self.rate = float(batch)  # tasks per poll, while behind
+        self._tokens = 0.0
+        self._round_at: datetime | None = None
+        self._step_at: datetime | None = None
+        self._missed_mark: int | None = None
+        self._ran_mark = 0
+        self._written = 0  # PENDING fires written this poll
+        self._written_before = 0  # ...and the poll before
+        self._held_back = False  # whether the rate left due tasks unplanned this poll
+        self._quiet = 0
+        self._since_cut = 0  # polls since the rate was last halved
+        #: How many times this planner became behind (for tests and the log).
+        self.episodes = 0
+
+    @property
+    def behind(self) -> bool:
+        """Whether the planner is behind (paced, writing nothing ahead)."""
+        return self._behind
+
+    def allowance(self, now: datetime, missed: int, succeeded: int = 0) -> int | None:
+        """How many due tasks the planner may advance in this step at database time *now*,
+        its node having marked *missed* runs MISSED and run *succeeded* so far; None: any
+        number (not behind)."""
+        self._close_rounds(now, missed, succeeded)
+        if not self._behind:
+            self._step_at = now
+            return None
+        elapsed = 0.0 if self._step_at is None else (now - self._step_at) / self._poll
+        self._step_at = now
+        self._tokens = min(self.rate, self._tokens + self.rate * max(0.0, elapsed))
+        return int(self._tokens)
+
+    def planned(self, tasks: int, fires: int, *, held_back: bool) -> None:
+        """A step advanced *tasks* tasks writing *fires* PENDING fires; *held_back*: the
+        allowance left due tasks unplanned."""
+        self._tokens = max(0.0, self._tokens - tasks)
+        self._written += fires
+        self._held_back = self._held_back or held_back
+
+    def _close_rounds(self, now: datetime, missed: int, succeeded: int) -> None:
+        if self._round_at is None or self._missed_mark is None:
+            self._round_at, self._missed_mark, self._ran_mark = now, missed, succeeded
+            return
+        if now - self._round_at < self._poll:
+            return
+        misses = missed - self._missed_mark
+        written = self._written + self._written_before
+        loss = misses >= MIN_MISSES and misses > LOSS * written
+        ran = (succeeded - self._ran_mark) / ((now - self._round_at) / self._poll)
+        self._decide(loss, misses == 0, ran)
+        self._round_at, self._missed_mark, self._ran_mark = now, missed, succeeded
+        self._written_before, self._written = self._written, 0
+        self._held_back = False
+
+    def _decide(self, loss: bool, clean: bool, ran: float) -> None:
+        self._since_cut += 1
+        if not self._behind:
+            if loss:
+                self._behind, self._quiet, self._since_cut = True, 0, 0
+                self.rate = self._batch / 2
+                self._tokens = self.rate
+                self.episodes += 1
+            return
+        if loss:
+            # what was written before a cut is missed during the poll after it: one cut
+            # per two polls (a sender halves once per round trip)
+            if self._since_cut >= 2:  # never below what the node ran in the last poll
+                self.rate = max(MIN_RATE, self.rate / 2, min(self.rate, ran))
+                self._since_cut = 0
+            self._quiet = 0
+            return
+        grow = self.rate / 4 if clean else self.rate / 8  # quicker while nothing is missed
+        # more than twice what the node runs would only be missed: a bound on the overshoot
+        # while the misses of an overshoot are still to come
+        self.rate = min(self.rate + max(1.0, grow), 2 * ran + MIN_MISSES, 100.0 * self._batch)
+        self._quiet = 0 if self._held_back else self._quiet + 1
+        if self._quiet >= QUIET:
+            self._behind = False

@@ -1,0 +1,163 @@
+"""A planner whose cluster is behind: one fire per advance, the rest summarised (pure), and
+the pacing that decides when it is behind and how many tasks it advances."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from easyjob.core.pacing import MIN_MISSES, QUIET, Pace
+from easyjob.core.planner import plan_behind
+from easyjob.core.states import Misfire, RunStatus
+from tests.unit.test_planner import EVERY_SECOND, T0, statuses, task
+
+HALF = timedelta(milliseconds=500)
+
+
+def _s(seconds: float) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+def test_a_late_task_writes_its_latest_due_fire_and_one_summary() -> None:
+    now = T0 + _s(10.2)  # fires T0..T0+10 due; T0+11 is 0.8 s away
+    advance, more = plan_behind(task(T0), EVERY_SECOND, now, HALF)
+    summary, fire = advance.fires
+    assert statuses(advance.fires) == ["M", "P"] and not more
+    assert (summary.fire_time, summary.last_fire_time, summary.missed_count) == (
+        T0,
+        T0 + _s(9),
+        10,
+    )
+    assert fire.fire_time == T0 + _s(10)
+    assert advance.next_start_time == T0 + _s(11)
+
+
+def test_a_due_fire_whose_successor_comes_within_the_margin_gives_way_to_it() -> None:
+    now = T0 + _s(10.7)  # the latest due fire (T0+10) has 0.3 s left before T0+11 is due
+    advance, _ = plan_behind(task(T0), EVERY_SECOND, now, HALF)
+    summary, fire = advance.fires
+    assert (summary.fire_time, summary.last_fire_time, summary.missed_count) == (
+        T0,
+        T0 + _s(10),
+        11,
+    )
+    assert summary.error_msg is not None and "not started before a later fire" in summary.error_msg
+    assert (fire.status, fire.fire_time) == (RunStatus.PENDING, T0 + _s(11))
+    assert advance.next_start_time == T0 + _s(12)
+
+
+def test_an_on_time_task_writes_one_fire_and_nothing_ahead() -> None:
+    advance, _ = plan_behind(task(T0 + _s(1)), EVERY_SECOND, T0 + _s(0.7), HALF)
+    assert [(f.status, f.fire_time) for f in advance.fires] == [(RunStatus.PENDING, T0 + _s(1))]
+    assert advance.next_start_time == T0 + _s(2)
+
+
+def test_one_due_fire_with_time_left_is_written_as_it_is() -> None:
+    advance, _ = plan_behind(task(T0), EVERY_SECOND, T0 + _s(0.2), HALF)
+    assert statuses(advance.fires) == ["P"] and advance.fires[0].fire_time == T0
+
+
+def test_skip_past_its_grace_runs_the_next_fire_only_if_it_comes_within_the_margin() -> None:
+    hourly = replace(task(T0, Misfire.SKIP, grace_ms=1000), cron_expr="0 0 * * * *")
+    schedule = hourly.schedule
+    assert schedule is not None
+    advance, _ = plan_behind(hourly, schedule, T0 + _s(5), HALF)  # 5 s late, grace 1 s
+    assert statuses(advance.fires) == ["M"]  # the next fire is an hour away
+    assert advance.next_start_time == T0 + _s(3600)
+
+
+def test_catch_up_still_writes_every_late_fire_but_nothing_ahead() -> None:
+    advance, _ = plan_behind(task(T0, Misfire.CATCH_UP), EVERY_SECOND, T0 + _s(3.2), HALF)
+    assert [f.fire_time for f in advance.fires] == [T0 + _s(i) for i in range(4)]
+    assert statuses(advance.fires) == ["P"] * 4
+
+
+def test_max_runs_still_bounds_the_fires() -> None:
+    capped = replace(task(T0), max_runs=3, fire_count=3)
+    advance, _ = plan_behind(capped, EVERY_SECOND, T0 + _s(5.2), HALF)
+    assert statuses(advance.fires) == ["M"] and advance.next_start_time is None
+
+
+def _pace() -> Pace:
+    return Pace(timedelta(seconds=1), batch=200)
+
+
+def test_a_planner_whose_fires_are_missed_becomes_behind_and_halves_its_rate() -> None:
+    pace = _pace()
+    assert pace.allowance(T0, 0) is None
+    pace.planned(100, 1000, held_back=False)  # one poll: 1,000 fires written ahead
+    assert pace.allowance(T0 + _s(1), 0) is None
+    assert pace.allowance(T0 + _s(2), 600) == 100  # 600 of them missed: behind, at batch/2
+    assert pace.behind and pace.episodes == 1
+    pace.planned(100, 100, held_back=True)
+    assert pace.allowance(T0 + _s(2), 600) == 0  # used up...
+    assert pace.allowance(T0 + _s(2.5), 600) == 50  # ...and half a poll refills half
+    pace.planned(50, 50, held_back=True)
+    pace.allowance(T0 + _s(3), 700)  # 100 more missed in the next poll: loss again, but
+    assert pace.rate == 100  # those were written before the cut: one cut per two polls
+    pace.allowance(T0 + _s(4), 800)
+    assert pace.rate == 50
+
+
+def test_a_behind_planner_speeds_up_without_loss_and_leaves_once_nothing_is_held_back() -> None:
+    pace = _pace()
+    pace.planned(0, 1000, held_back=False)
+    pace.allowance(T0, 0)
+    pace.allowance(T0 + _s(1), 500)
+    assert pace.behind
+    rates = []
+    for i in range(2, 2 + QUIET):  # polls without loss, every due task planned
+        pace.planned(10, 10, held_back=False)
+        pace.allowance(T0 + _s(i), 500, 1000 * i)  # running 1,000 a poll
+        rates.append(pace.rate)
+    assert rates == sorted(rates) and rates[0] > 100
+    assert not pace.behind
+
+
+def test_a_behind_planner_writes_at_most_twice_what_its_node_runs() -> None:
+    pace = _pace()
+    pace.planned(0, 1000, held_back=False)
+    pace.allowance(T0, 0)
+    pace.allowance(T0 + _s(1), 500)
+    assert pace.rate == 100
+    pace.allowance(T0 + _s(2), 500, 20)  # ran 20 in that poll: 2 x 20 + MIN_MISSES
+    assert pace.rate == 2 * 20 + MIN_MISSES
+
+
+def test_a_cut_never_goes_below_what_the_node_ran() -> None:
+    """The fires written ahead before a planner was behind are missed for several polls:
+    halving on each would leave a node that runs 80 a poll writing a handful."""
+    pace = _pace()
+    pace.planned(0, 1000, held_back=False)
+    pace.allowance(T0, 0)
+    pace.allowance(T0 + _s(1), 500, 0)  # behind at 100
+    pace.allowance(T0 + _s(2), 1000, 80)  # loss, no cut yet (one per two polls)
+    pace.allowance(T0 + _s(3), 1500, 160)  # loss: cut to what it ran, not to 50
+    assert pace.rate == 80
+
+
+def test_a_held_back_poll_keeps_a_planner_behind() -> None:
+    pace = _pace()
+    pace.planned(0, 1000, held_back=False)
+    pace.allowance(T0, 0)
+    pace.allowance(T0 + _s(1), 500)
+    for i in range(2, 2 + 3 * QUIET):
+        pace.planned(10, 10, held_back=True)
+        pace.allowance(T0 + _s(i), 500)
+    assert pace.behind
+
+
+def test_a_few_misses_a_poll_are_not_loss() -> None:
+    """A serial task slower than its period misses a fire each period by itself."""
+    pace = _pace()
+    for i in range(10):
+        pace.planned(1, 1, held_back=False)
+        assert pace.allowance(T0 + _s(i), i * (MIN_MISSES - 1)) is None
+    assert not pace.behind
+
+
+def test_pacing_refuses_a_bad_poll_or_batch() -> None:
+    with pytest.raises(ValueError, match="positive poll and batch"):
+        Pace(timedelta(0), 200)
