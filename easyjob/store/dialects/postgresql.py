@@ -73,10 +73,6 @@ class PostgreSQLDialect(Dialect):
       transaction's statements each see the data as of their own start anyway, a read takes
       no lock, and nothing is left idle in a transaction. (A read-only engine's reads keep
       their ``BEGIN READ ONLY``: there the server's refusal of writes is the point.)
-    - ``executemany`` INSERTs (a planner's fires, a parent's children) go as multi-row
-      ``INSERT ... VALUES`` statements (SQLAlchemy's "insertmanyvalues"), one statement per
-      page of rows where psycopg's own executemany sends one per row, each parsed and
-      planned anew while prepared statements are off.
     - Server-side prepared statements are off unless the URL asks for them
       (``?prepare_threshold=N``; psycopg's own default is 5): behind a transaction pooler a
       statement prepared on one server connection is unknown, or another statement, on the
@@ -129,7 +125,6 @@ class PostgreSQLDialect(Dialect):
     def prepare(self, engine: sa.Engine, options: EngineOptions) -> None:
         begin = begin_sql(options)
         read_only = options.read_only
-        engine.dialect.use_insertmanyvalues_wo_returning = True
 
         @sa.event.listens_for(engine, "begin")
         def _begin(conn: sa.Connection) -> None:
