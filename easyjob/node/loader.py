@@ -104,6 +104,15 @@ class Loader(Loop):
         self._behind = 0  # runs marked MISSED since the last report in the log
         self._direct_at: datetime | None = None  # when to claim the runs left for their time
         self._behind_told: datetime | None = None
+        self._wants_room = True  # the last claim was cut short by the room (see freed)
+
+    def freed(self) -> None:
+        """A worker came free: claim again at once if the last claim was cut short by the
+        room the dispatcher had (a freed worker changes nothing else the claim looks at:
+        runs with no worker free are claimed to wait all the same). Outcomes come back many
+        times a second on a busy node, and each needless claim is a pending read."""
+        if self._wants_room:
+            self.wake()
 
     def step(self) -> float | None:
         if not self._liveness.fresh():
@@ -145,6 +154,7 @@ class Loader(Loop):
     def _claim(self, now: datetime, horizon: datetime) -> bool:
         """Claim this poll's runs; True when there may be more to claim at once."""
         room = min(self._dispatcher.room(), self._config.batch)
+        self._wants_room = room <= 0
         if room <= 0:  # nothing to claim; the runs due here must still be missed in time
             due = self._store.runs.pending(
                 now, self._config.batch, self._foreign, node_id=self._config.node_id
@@ -180,7 +190,9 @@ class Loader(Loop):
         if self._miss(mine, now):
             return True  # read again: the backlog shrank
         mine = _first_per_exclusive_task(mine)
-        chosen = _spread(self._choose(mine, now), room, live, self._config.node_id)
+        picked = self._choose(mine, now)
+        self._wants_room = len(picked) > room
+        chosen = _spread(picked, room, live, self._config.node_id)
         if not chosen:
             return len(self._foreign) > known_foreign  # read again without those tasks
         won, tried = self._claim_chosen(chosen, mine, now)

@@ -213,7 +213,7 @@ class Node:
             self.liveness,
             registered,
             pool=self._pool,
-            on_free=lambda: self.loader.wake(),
+            on_free=lambda: self.loader.freed(),
             metrics=self.metrics,
             runnable=self.registry.runnable(),
             hooks=self.hooks,
