@@ -258,7 +258,12 @@ class Node:
             self.clock, self.config.dead_threshold.total_seconds(), self.log, self.metrics
         )
         self.watch = HealthWatch(
-            self.store, self.config.node_id, self.config.heartbeat, self.health, self.log
+            self.store,
+            self.config.node_id,
+            self.config.heartbeat,
+            self.health,
+            self.log,
+            now=self.liveness.db_now,
         )
         self.cancels = CancelWatch(
             self.store,
