@@ -106,12 +106,15 @@ class Loader(Loop):
         self._behind_told: datetime | None = None
         self._wants_room = True  # the last claim was cut short by the room (see freed)
 
-    def freed(self) -> None:
+    def freed(self, children: bool = False) -> None:
         """A worker came free: claim again at once if the last claim was cut short by the
         room the dispatcher had (a freed worker changes nothing else the claim looks at:
-        runs with no worker free are claimed to wait all the same). Outcomes come back many
-        times a second on a busy node, and each needless claim is a pending read."""
-        if self._wants_room:
+        runs with no worker free are claimed to wait all the same), or if a run whose task
+        has children succeeded (*children*): its children are written due now, and this
+        node's share of them is its own for half a poll only (see
+        :class:`~easyjob.core.strategies.DefaultStrategy`). Outcomes come back many times a
+        second on a busy node, and each needless claim is a pending read."""
+        if self._wants_room or children:
             self.wake()
 
     def step(self) -> float | None:

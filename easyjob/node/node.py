@@ -213,7 +213,7 @@ class Node:
             self.liveness,
             registered,
             pool=self._pool,
-            on_free=lambda: self.loader.freed(),
+            on_free=lambda children: self.loader.freed(children),
             metrics=self.metrics,
             runnable=self.registry.runnable(),
             hooks=self.hooks,
