@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || ! command -v sudo >/dev/null 2>&1 || echo sudo)
 APT_GET := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: venv deps chaos-deps test test-fast chaos lint typecheck run sql clean
+.PHONY: venv deps chaos-deps test test-fast chaos lint typecheck run sql clean bench-ab
 
 venv: $(VENV)/.stamp
 
@@ -83,6 +83,16 @@ typecheck: venv
 
 run: venv
 	$(BIN)/easyjob run examples/jobs.py
+
+# CPU per run of this checkout beside another (BASE=DIR, e.g. a `git worktree add --detach`
+# of the commit before), easyjob bench at default settings on SQLite and PostgreSQL, the two
+# taking turns (tests/perf/bench_ab.py; docs/performance.md, "CPU per run, before and after").
+BASE ?=
+ROUNDS ?= 3
+bench-ab: venv
+	@test -n "$(BASE)" || { echo "bench-ab: give BASE=DIR, a checkout to compare with" >&2; exit 2; }
+	$(BIN)/python -m tests.perf.bench_ab --a $(BASE) --b . --db sqlite --rounds $(ROUNDS)
+	$(BIN)/python -m tests.perf.bench_ab --a $(BASE) --b . --db postgresql --rounds $(ROUNDS)
 
 sql: venv
 	$(BIN)/python -m easyjob.store.ddl --write sql

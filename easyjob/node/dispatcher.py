@@ -99,10 +99,11 @@ class Dispatcher:
         tasks: dict[str, Registered],
         *,
         pool: Executor | None = None,
-        on_free: Callable[[], None] | None = None,
+        on_free: Callable[[bool], None] | None = None,
         metrics: Metrics = NO_METRICS,
         runnable: Mapping[str, Registered] | None = None,
         hooks: Hooks | None = None,
+        parents: frozenset[str] = frozenset(),
     ) -> None:
         self._clock = clock
         self._node_id = config.node_id
@@ -113,7 +114,10 @@ class Dispatcher:
         self._retry = timedelta(seconds=min(config.poll, 0.5))
         self._room = Room(lookahead_s=config.lookahead_s, max_held=config.max_held)
         self._behind = timedelta(seconds=config.poll)  # see Timetable.room
-        self._on_free = on_free
+        self._on_free = on_free  # told whether a run that may have children succeeded
+        #: tasks this node's code declares a child of (resolved names): their successes
+        #: write child runs
+        self._parents = parents
         self._lock = threading.Condition()
         self._table = Timetable(config.workers)
         self._outcomes: list[tuple[Run, Outcome, float]] = []
@@ -324,7 +328,7 @@ class Dispatcher:
                 self._table.finished(run.id, seconds)
             self._poke()
         if self._on_free is not None:
-            self._on_free()
+            self._on_free(any(run.task_name in self._parents for run, _, _ in wins))
 
     def _time_out(self) -> None:
         mono = self._clock.monotonic()

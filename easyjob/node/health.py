@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from easyjob.clock import Clock
 from easyjob.node.loop import Loop
@@ -122,13 +123,16 @@ class HealthWatch(Loop):
         health: Health,
         log: logging.LoggerAdapter[logging.Logger],
         by: timedelta = HELD_DUE_AFTER,
+        now: Callable[[], datetime] | None = None,
     ) -> None:
         super().__init__(interval, log)
         self._store = store
         self._node_id = node_id
         self._health = health
         self._by = by
+        self._now = now  # the node's database time: the read is then one statement
 
     def step(self) -> None:
-        held = self._store.progress.held_due(self._by, node_id=self._node_id)
+        now = self._now() if self._now is not None else None
+        held = self._store.progress.held_due(self._by, node_id=self._node_id, now=now)
         self._health.held_due(held.get(self._node_id, 0))

@@ -110,6 +110,18 @@ class Loader(Loop):
         self._behind_told: datetime | None = None
         #: priorities differed among the runs due here lately: read past the window
         self._ranked = False
+        self._wants_room = True  # the last claim was cut short by the room (see freed)
+
+    def freed(self, children: bool = False) -> None:
+        """A worker came free: claim again at once if the last claim was cut short by the
+        room the dispatcher had (a freed worker changes nothing else the claim looks at:
+        runs with no worker free are claimed to wait all the same), or if a run whose task
+        has children succeeded (*children*): its children are written due now, and this
+        node's share of them is its own for half a poll only (see
+        :class:`~easyjob.core.strategies.DefaultStrategy`). Outcomes come back many times a
+        second on a busy node, and each needless claim is a pending read."""
+        if self._wants_room or children:
+            self.wake()
 
     def step(self) -> float | None:
         if not self._liveness.fresh():
@@ -152,6 +164,7 @@ class Loader(Loop):
     def _claim(self, now: datetime, horizon: datetime) -> bool:
         """Claim this poll's runs; True when there may be more to claim at once."""
         room = min(self._dispatcher.room(), self._config.batch)
+        self._wants_room = room <= 0
         if room <= 0:  # nothing to claim; the runs due here must still be missed in time
             due = self._store.runs.pending(
                 now, self._config.batch, self._foreign, node_id=self._config.node_id
@@ -191,6 +204,7 @@ class Loader(Loop):
             return True  # read again: the backlog shrank
         mine = _first_per_exclusive_task(mine)
         chosen = self._choose(mine, now)
+        self._wants_room = len(chosen) > room
         if len(chosen) > room and len({c.priority for c in chosen}) > 1:
             self._ranked = True
         chosen = _spread_by_priority(chosen, room, live, self._config.node_id, now)

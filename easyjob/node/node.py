@@ -240,10 +240,11 @@ class Node:
             self.liveness,
             registered,
             pool=self._pool,
-            on_free=lambda: self.loader.wake(),
+            on_free=lambda children: self.loader.freed(children),
             metrics=self.metrics,
             runnable=self.registry.runnable(),
             hooks=self.hooks,
+            parents=frozenset(parent for spec in specs for parent in spec.parents),
         )
         self.loader = Loader(
             self.store,
@@ -287,7 +288,12 @@ class Node:
             self.clock, self.config.dead_threshold.total_seconds(), self.log, self.metrics
         )
         self.watch = HealthWatch(
-            self.store, self.config.node_id, self.config.heartbeat, self.health, self.log
+            self.store,
+            self.config.node_id,
+            self.config.heartbeat,
+            self.health,
+            self.log,
+            now=self.liveness.db_now,
         )
         self.cancels = CancelWatch(
             self.store,

@@ -577,10 +577,13 @@ class CancelStore(Protocol):
 class ProgressStore(Protocol):
     """Whether nodes do the work they hold (a node's ``/readyz``, ``easyjob status``)."""
 
-    def held_due(self, by: timedelta = ..., node_id: str | None = None) -> dict[str, int]:
+    def held_due(
+        self, by: timedelta = ..., node_id: str | None = None, *, now: datetime | None = None
+    ) -> dict[str, int]:
         """How many runs each node (or just *node_id*) holds CLAIMED more than *by* (default
-        ``HELD_DUE_AFTER``, 10 s) past their due time in database time, neither started nor
-        handed back; runs waiting for a RUNNING run of their task are not counted."""
+        ``HELD_DUE_AFTER``, 10 s) past their due time in database time (*now*, when the
+        caller knows it: a node does), neither started nor handed back; runs waiting for a
+        RUNNING run of their task are not counted."""
         ...
 
 

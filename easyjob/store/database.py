@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -19,6 +20,7 @@ from easyjob.errors import (
 )
 from easyjob.store.compat import SCHEMA_VERSION_ROW, VERSION_TABLE, judge, read_versions
 from easyjob.store.dialects import Dialect, dialect_for
+from easyjob.store.dialects.base import NO_COMMIT
 from easyjob.store.engine import READONLY, create_engine, db_now, safe_url
 from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions, per_id, per_key, status_is
 from easyjob.store.retry import RetryPolicy, error_kind, first_line
@@ -32,7 +34,8 @@ log = logging.getLogger("easyjob.store")
 
 class Counters:
     """Statements sent and transactions committed through one engine: the round trips a
-    node makes (each statement is one; a commit is one more); rows written (inserted,
+    node makes (each statement is one; a commit is one more, unless the transaction was
+    never opened on the server: a PostgreSQL read, see :data:`NO_COMMIT`); rows written (inserted,
     updated or deleted, by table); and failed transaction attempts by kind of error
     (:func:`~easyjob.store.retry.error_kind`).
 
@@ -56,8 +59,7 @@ class Counters:
         sa.event.listen(engine, "before_cursor_execute", self._statement)
         sa.event.listen(engine, "after_cursor_execute", self._executed)
         sa.event.listen(engine, "commit", self._commit)
-        if self._late:
-            sa.event.listen(engine, "rollback", self._settle)
+        sa.event.listen(engine, "rollback", self._rollback)
 
     def _statement(self, conn: sa.Connection, *_: Any) -> None:
         self._settle(conn)
@@ -98,8 +100,15 @@ class Counters:
 
     def _commit(self, conn: sa.Connection) -> None:
         self._settle(conn)
+        if conn.info.pop(NO_COMMIT, False):  # no transaction on the server: nothing sent
+            return
         with self._lock:
             self.commits += 1
+
+    def _rollback(self, conn: sa.Connection) -> None:
+        self._settle(conn)
+        with contextlib.suppress(sa_exc.InvalidRequestError):  # closed or invalidated
+            conn.info.pop(NO_COMMIT, None)
 
     def error(self, err: BaseException) -> None:
         kind = error_kind(err)

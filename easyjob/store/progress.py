@@ -3,7 +3,7 @@ started nor handed back (a node's ``/readyz`` and ``easyjob status``)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
@@ -29,19 +29,24 @@ class ProgressStore:
         self._db = db
 
     def held_due(
-        self, by: timedelta = HELD_DUE_AFTER, node_id: str | None = None
+        self,
+        by: timedelta = HELD_DUE_AFTER,
+        node_id: str | None = None,
+        *,
+        now: datetime | None = None,
     ) -> dict[str, int]:
         """How many runs each node (or just *node_id*) holds CLAIMED more than *by* past
-        their due time (database time), not counting those that wait for a RUNNING run of
-        their task (``overlap="serial"``: waiting is their policy). Served by the
-        ``(status, node_id)`` index; one row per node."""
+        their due time (database time, *now* when the caller knows it, as a node does to
+        well within a second: one statement; else read first), not counting those that wait
+        for a RUNNING run of their task (``overlap="serial"``: waiting is their policy).
+        Served by the ``(status, node_id)`` index; one row per node."""
         held, other = d.alias("held"), d.alias("other")
         running = sa.exists().where(
             other.c.task_id == held.c.task_id, other.c.status == str(RunStatus.RUNNING)
         )
 
         def read(conn: sa.Connection) -> dict[str, int]:
-            before = conn.scalar(sa.select(db_now())) - by
+            before = (now if now is not None else conn.scalar(sa.select(db_now()))) - by
             query = (
                 sa.select(held.c.node_id, sa.func.count())
                 .where(

@@ -69,7 +69,8 @@ def _plan(
             f"{r['table']} type={r['type']} key={r['key']} extra={r['Extra']}" for r in found
         )
 
-    return store.db.read("explain", read)
+    # a transaction for the SET LOCAL settings: a read has none on PostgreSQL
+    return store.db.write("explain", read)
 
 
 def _indexed(plan: str, dialect: str, table: str) -> bool:

@@ -69,7 +69,7 @@ def test_settings_belong_to_each_transaction_not_to_the_session(db_url: str) -> 
     db = Database.open(db_url, stuck_transaction_s=2.5)
     try:
         show = "SHOW idle_in_transaction_session_timeout"
-        assert db.read("show", lambda c: c.exec_driver_sql(show).scalar()) == "2500ms"
+        assert db.write("show", lambda c: c.exec_driver_sql(show).scalar()) == "2500ms"
         with db.engine.connect() as conn:  # the same session outside any transaction
             raw = conn.connection.driver_connection
             assert raw is not None
@@ -77,6 +77,38 @@ def test_settings_belong_to_each_transaction_not_to_the_session(db_url: str) -> 
             assert row is not None and row[0] == "0"  # the server's default, untouched
     finally:
         db.dispose()
+
+
+def _two_clock_reads(conn: sa.Connection) -> tuple[object, object]:
+    """now() (its transaction's start) in two statements, 10 ms apart."""
+    first = conn.exec_driver_sql("SELECT now()").scalar()
+    conn.exec_driver_sql("SELECT pg_sleep(0.01)")
+    return first, conn.exec_driver_sql("SELECT now()").scalar()
+
+
+@only_backends("postgresql", "pgbouncer")
+def test_a_read_opens_no_transaction_on_the_server(db_url: str) -> None:
+    """A read's statements each run in a transaction of their own (no BEGIN, no COMMIT
+    round trip, and no commit counted); a write's share one, as do a read-only engine's."""
+    db = Database.open(db_url)
+    reader = Database.open(db_url, read_only=True)
+    try:
+        before = db.counters.snapshot()
+        first, second = db.read("clock", _two_clock_reads)
+        after = db.counters.snapshot()
+        assert first != second
+        assert (after["statements"] - before["statements"], after["commits"]) == (
+            3,
+            before["commits"],
+        )
+        first, second = db.write("clock", _two_clock_reads)
+        assert first == second
+        assert db.counters.snapshot()["commits"] == before["commits"] + 1
+        first, second = reader.read("clock", _two_clock_reads)
+        assert first == second
+    finally:
+        db.dispose()
+        reader.dispose()
 
 
 @only_backends("postgresql", "pgbouncer")

@@ -41,3 +41,16 @@ def test_runs_waiting_for_a_running_run_of_their_task_are_not_counted(store: Sto
     started = store.runs.start_many(runs[:1], exclusive=set())
     assert isinstance(started[runs[0].id], Run)
     assert store.progress.held_due() == {}  # serial: the other two wait for it, by policy
+
+
+def test_a_caller_that_knows_database_time_reads_in_one_statement(store: Store) -> None:
+    a = _claim(store, "node-a", make_pending(store, "a", fires=2))
+    _due_ago(store, [a[0].id], HELD_DUE_AFTER.total_seconds() + 5)
+    now = store.now()
+    before = store.db.counters.snapshot()["statements"]
+    assert store.progress.held_due(node_id="node-a", now=now) == {"node-a": 1}
+    sent = store.db.counters.snapshot()["statements"] - before
+    assert sent == (2 if store.db.dialect == "sqlite" else 1)  # SQLite: and its BEGIN
+    later = now + timedelta(seconds=10)  # the second run is as stale then
+    _due_ago(store, [a[1].id], 5)
+    assert store.progress.held_due(node_id="node-a", now=later) == {"node-a": 2}

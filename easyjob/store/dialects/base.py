@@ -14,10 +14,14 @@ from easyjob.clock import Clock, SystemClock
 from easyjob.store.expressions import PRIMARY_KEY_HINT, in_list
 from easyjob.store.gate import WriteGate
 
-__all__ = ["AUTOCOMMITS", "Dialect", "EngineOptions"]
+__all__ = ["AUTOCOMMITS", "NO_COMMIT", "Dialect", "EngineOptions"]
 
 #: Why a connection lent to easyjob cannot hold its writes: see :meth:`Dialect.unusable`.
 AUTOCOMMITS = "it commits each statement by itself (autocommit)"
+#: ``Connection.info`` key a dialect's ``begin`` hook sets when it opens no transaction on
+#: the server (a read that runs each statement in its own, see the PostgreSQL dialect):
+#: its commit sends nothing, and the statement counters count none.
+NO_COMMIT = "easyjob_no_commit"
 
 
 @dataclass(frozen=True)

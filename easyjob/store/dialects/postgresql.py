@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
-from easyjob.store.dialects.base import AUTOCOMMITS, Dialect, EngineOptions
+from easyjob.store.dialects.base import AUTOCOMMITS, NO_COMMIT, Dialect, EngineOptions
 
 __all__ = ["PREPARE_THRESHOLD", "PostgreSQLDialect", "begin_sql", "prepare_threshold"]
 
@@ -70,6 +70,12 @@ class PostgreSQLDialect(Dialect):
       idle_in_transaction_session_timeout``: a node paused by SIGSTOP or a VM freeze in one
       of its short transactions would otherwise hold its row locks), and a read-only
       engine's transactions are ``BEGIN READ ONLY``.
+    - A read (``engine.READONLY``: the store's read-only transactions) opens no transaction
+      on the server: each of its statements runs in its own, as the driver's autocommit
+      sends it, without the ``BEGIN`` and ``COMMIT`` round trips. Under READ COMMITTED a
+      transaction's statements each see the data as of their own start anyway, a read takes
+      no lock, and nothing is left idle in a transaction. (A read-only engine's reads keep
+      their ``BEGIN READ ONLY``: there the server's refusal of writes is the point.)
     - Server-side prepared statements are off unless the URL asks for them
       (``?prepare_threshold=N``; psycopg's own default is 5): behind a transaction pooler a
       statement prepared on one server connection is unknown, or another statement, on the
@@ -121,9 +127,13 @@ class PostgreSQLDialect(Dialect):
 
     def prepare(self, engine: sa.Engine, options: EngineOptions) -> None:
         begin = begin_sql(options)
+        read_only = options.read_only
 
         @sa.event.listens_for(engine, "begin")
         def _begin(conn: sa.Connection) -> None:
+            if not read_only and conn.get_execution_options().get("easyjob_readonly", False):
+                conn.info[NO_COMMIT] = True  # a read: each statement its own transaction
+                return
             conn.exec_driver_sql(begin)
 
         @sa.event.listens_for(engine, "do_execute")

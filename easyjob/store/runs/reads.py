@@ -3,9 +3,10 @@ runs each node holds, and the mapping of a run's row to its record."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -38,6 +39,7 @@ _LIMIT_COLUMNS = (
     sa.func.coalesce(d.c.priority, t.c.priority).label("priority"),
 )
 
+#: The columns of a :class:`Run`, in its fields' order (see :func:`_run`).
 _RUN_COLUMNS = (
     d.c.id,
     d.c.version,
@@ -67,7 +69,7 @@ _RUN_COLUMNS = (
     *_LIMIT_COLUMNS,
 )
 
-
+#: The columns of a :class:`Candidate`, in its fields' order (see :func:`_candidate`).
 _CANDIDATE_COLUMNS = (
     d.c.id,
     d.c.task_id,
@@ -86,6 +88,27 @@ _CANDIDATE_COLUMNS = (
     *_SCHEDULE_COLUMNS,
     *_LIMIT_COLUMNS,
 )
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class _ByValue(dict[str, E]):
+    """Each member of an enumeration by its stored text: a dict lookup costs a fraction of
+    the enumeration's own call, and the pending read makes several per row it returns. A
+    text that names no member raises the enumeration's own ValueError."""
+
+    def __init__(self, enum: type[E]) -> None:
+        super().__init__((str(member), member) for member in enum)
+        self._enum = enum
+
+    def __missing__(self, text: str) -> E:
+        return self._enum(text)
+
+
+_TRIGGERS = _ByValue(Trigger)
+_OVERLAPS = _ByValue(Overlap)
+_MISFIRES = _ByValue(Misfire)
+_STATUSES = _ByValue(RunStatus)
 
 
 class RunReads:
@@ -123,7 +146,7 @@ class RunReads:
                 query = query.where(not_in_list(d.c.task_id, exclude))
             if node_id is not None:
                 query = query.where(claimable_by(node_id))
-            return [_candidate(row) for row in conn.execute(query).mappings()]
+            return [_candidate(row) for row in conn.execute(query)]
 
         return self._db.read("pending_runs", read)
 
@@ -149,7 +172,7 @@ def read_runs(conn: sa.Connection, ids: Collection[int]) -> list[Run]:
         .where(in_list(d.c.id, ids))
         .order_by(d.c.due_time, d.c.id)
     )
-    return [_run(row) for row in conn.execute(query).mappings()]
+    return [_run(row) for row in conn.execute(query)]
 
 
 def claimable_by(node_id: str) -> sa.ColumnElement[bool]:
@@ -157,18 +180,89 @@ def claimable_by(node_id: str) -> sa.ColumnElement[bool]:
     return sa.or_(d.c.target_node.is_(None), d.c.target_node == node_id)
 
 
-def _run(row: Any) -> Run:
-    values = dict(row)
-    values["status"] = RunStatus(values["status"])
-    values["triggered_by"] = Trigger(values["triggered_by"])
-    values["overlap"] = Overlap(values["overlap"])
-    values["misfire"] = Misfire(values["misfire"])
-    return Run(**values)
+#: Where a row's schedule and limit values start (see :func:`_run` and :func:`_candidate`).
+_RUN_SCHEDULE = len(_RUN_COLUMNS) - len(_LIMIT_COLUMNS) - len(_SCHEDULE_COLUMNS)
+_CANDIDATE_SCHEDULE = len(_CANDIDATE_COLUMNS) - len(_LIMIT_COLUMNS) - len(_SCHEDULE_COLUMNS)
 
 
-def _candidate(row: Any) -> Candidate:
-    values = dict(row)
-    values["triggered_by"] = Trigger(values["triggered_by"])
-    values["overlap"] = Overlap(values["overlap"])
-    values["misfire"] = Misfire(values["misfire"])
-    return Candidate(**values)
+def _run(row: Sequence[Any]) -> Run:
+    """The :class:`Run` of a row of :data:`_RUN_COLUMNS`."""
+    (run_id, version, status, node_id, task_id, name, func, kwargs, fire_time, due_time) = row[:10]
+    (attempt, trigger, pid, overlap, retries, retry_delay_ms, timeout_ms, misfire) = row[10:18]
+    (grace_ms, trigger_kwargs, origin, shard, target, trigger_priority) = row[18:_RUN_SCHEDULE]
+    limits = _RUN_SCHEDULE + len(_SCHEDULE_COLUMNS)
+    max_running, shards, priority = row[limits:]
+    return Run(
+        run_id,
+        version,
+        _STATUSES[status],
+        node_id,
+        task_id,
+        name,
+        func,
+        kwargs,
+        fire_time,
+        due_time,
+        attempt,
+        _TRIGGERS[trigger],
+        pid,
+        _OVERLAPS[overlap],
+        retries,
+        retry_delay_ms,
+        timeout_ms,
+        _MISFIRES[misfire],
+        grace_ms,
+        trigger_kwargs,
+        origin,
+        shard,
+        shards,
+        target,
+        max_running,
+        priority,
+        trigger_priority,
+        **_schedule(row[_RUN_SCHEDULE:limits]),
+    )
+
+
+def _candidate(row: Sequence[Any]) -> Candidate:
+    """The :class:`Candidate` of a row of :data:`_CANDIDATE_COLUMNS`: built from the row's
+    values by position (the pending read is the node's most frequent; a mapping per row and
+    keyword arguments cost it as much again as reading the row)."""
+    (run_id, task_id, version, fire_time, due_time, name, func, overlap, misfire) = row[:9]
+    (grace_ms, origin, shard, target, trigger) = row[9:_CANDIDATE_SCHEDULE]
+    limits = _CANDIDATE_SCHEDULE + len(_SCHEDULE_COLUMNS)
+    max_running, shards, priority = row[limits:]
+    return Candidate(
+        run_id,
+        task_id,
+        version,
+        fire_time,
+        due_time,
+        name,
+        func,
+        _OVERLAPS[overlap],
+        _MISFIRES[misfire],
+        grace_ms,
+        origin,
+        shard,
+        target,
+        _TRIGGERS[trigger],
+        shards,
+        max_running,
+        priority,
+        **_schedule(row[_CANDIDATE_SCHEDULE:limits]),
+    )
+
+
+def _schedule(values: Sequence[Any]) -> dict[str, Any]:
+    """The schedule fields of a record from the values of :data:`_SCHEDULE_COLUMNS`."""
+    cron_expr, tz, every_ms, anchor_time, starts_at, ends_at, jitter_ms = values
+    return {
+        "cron_expr": cron_expr,
+        "tz": tz,
+        "every_ms": every_ms,
+        "anchor_time": anchor_time,
+        "starts_at": starts_at,
+        "ends_at": ends_at,
+        "jitter_ms": jitter_ms,
+    }
