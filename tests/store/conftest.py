@@ -4,14 +4,18 @@ PostgreSQL behind PgBouncer in transaction pooling mode (``pgbouncer``)."""
 from __future__ import annotations
 
 import multiprocessing
+import threading
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
-from easyjob.core.records import Advance, PlannedFire, TaskSpec
-from easyjob.store import Store
+from easyjob.core.records import Advance, PlannedFire, Run, TaskSpec
+from easyjob.store import RUNS_TABLE, Store
+from tests.conftest import FAST_RETRY
 from tests.rig.backends import ALL_BACKENDS, backend_params
 
 
@@ -72,3 +76,58 @@ def pending_fires(store: Store, name: str, fires: int, **spec: object) -> list[d
     advance = Advance(task.id, task.version, after, planned, task.shards, task.broadcast)
     assert store.tasks.advance("planner", [advance]) == [task.id]
     return times
+
+
+def waiting_on_a_lock(store: Store) -> int:
+    """Sessions of this database waiting on a row lock, as the server reports them (on
+    MariaDB without the PROCESS privilege: a locking read of ours running over 200 ms)."""
+    if store.db.dialect == "postgresql":
+        sql = (
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+    else:
+        sql = (
+            "SELECT count(*) FROM information_schema.processlist WHERE id <> connection_id()"
+            " AND info LIKE '%FOR UPDATE%' AND time_ms > 200"
+        )
+    return int(store.db.read("test", lambda conn: conn.scalar(sa.text(sql))))
+
+
+def start_beside_a_held_start(
+    store: Store, db_url: str, a_run: Run, b_start: Callable[[], Any]
+) -> tuple[Any, Any]:
+    """Node A (a store of its own on *db_url*) starts *a_run* and is held just after its
+    start's UPDATE, its transaction open; then *b_start* runs on *store* until it returns or
+    waits on A's lock (as the server reports it); then A commits. Returns what A's
+    ``start_many`` and *b_start* returned."""
+    node_a = Store.open(db_url, retry=FAST_RETRY)
+    written, go = threading.Event(), threading.Event()
+
+    def hold_after_the_start(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
+        if statement.lstrip().startswith(f"UPDATE {RUNS_TABLE}") and not written.is_set():
+            written.set()  # A's run is RUNNING in its transaction; hold it open
+            go.wait(30)
+
+    sa.event.listen(node_a.db.engine, "after_cursor_execute", hold_after_the_start)
+    a_started: list[Any] = []
+    b_result: list[Any] = []
+    a = threading.Thread(
+        target=lambda: a_started.append(node_a.runs.start_many([a_run], exclusive={a_run.id})),
+        daemon=True,
+    )
+    a.start()
+    try:
+        assert written.wait(30)
+        b = threading.Thread(target=lambda: b_result.append(b_start()), daemon=True)
+        b.start()
+        deadline = time.monotonic() + 30
+        while b.is_alive() and not waiting_on_a_lock(store) and time.monotonic() < deadline:
+            time.sleep(0.01)  # until B has either written or waits on A's lock
+    finally:
+        go.set()
+        a.join(30)
+    b.join(30)
+    node_a.close()
+    assert a_started and b_result
+    return a_started[0], b_result[0]

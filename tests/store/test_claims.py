@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import replace
 from datetime import timedelta
 
@@ -12,12 +11,16 @@ import sqlalchemy as sa
 
 from easyjob.core.records import Candidate
 from easyjob.core.states import RunStatus
-from easyjob.store import RUNS_TABLE, Store
+from easyjob.store import Store
 from easyjob.store.contract import BLOCKED
 from easyjob.store.database import at_versions
 from easyjob.store.schema import task_detail_table as d
 from tests.conftest import FAST_RETRY
-from tests.store.conftest import make_pending, race_in_processes
+from tests.store.conftest import (
+    make_pending,
+    race_in_processes,
+    start_beside_a_held_start,
+)
 
 
 def _candidates(store: Store, ids: list[int]) -> list[Candidate]:
@@ -287,22 +290,6 @@ def test_a_serial_run_is_not_claimed_started_while_its_task_runs(store: Store) -
     assert started.status == RunStatus.RUNNING
 
 
-def _waiting_on_a_lock(store: Store) -> int:
-    """Sessions of this database waiting on a row lock, as the server reports them (on
-    MariaDB without the PROCESS privilege: a locking read of ours running over 200 ms)."""
-    if store.db.dialect == "postgresql":
-        sql = (
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE wait_event_type = 'Lock' AND datname = current_database()"
-        )
-    else:
-        sql = (
-            "SELECT count(*) FROM information_schema.processlist WHERE id <> connection_id()"
-            " AND info LIKE '%FOR UPDATE%' AND time_ms > 200"
-        )
-    return int(store.db.read("test", lambda conn: conn.scalar(sa.text(sql))))
-
-
 @pytest.mark.parametrize("how", ["start", "claim_started"])
 def test_a_serial_start_waits_for_one_in_flight_and_sees_it(
     store: Store, db_url: str, how: str
@@ -316,41 +303,14 @@ def test_a_serial_start_waits_for_one_in_flight_and_sees_it(
         pytest.skip("sqlite: one writer at a time, so B's start waits for A's by design")
     first, second = _candidates(store, make_pending(store, fires=2))
     (a_run,) = store.runs.claim("node-a", [first])
-    node_a = Store.open(db_url, retry=FAST_RETRY)
-    written, go = threading.Event(), threading.Event()
-
-    def hold_after_the_start(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
-        if statement.lstrip().startswith(f"UPDATE {RUNS_TABLE}") and not written.is_set():
-            written.set()  # A's run is RUNNING in its transaction; hold it open
-            go.wait(30)
-
-    sa.event.listen(node_a.db.engine, "after_cursor_execute", hold_after_the_start)
-    a_started: list[object] = []
-    a = threading.Thread(
-        target=lambda: a_started.append(node_a.runs.start_many([a_run], exclusive={a_run.id})),
-        daemon=True,
-    )
-    a.start()
-    try:
-        assert written.wait(30)
-        b_result: list[object] = []
-        if how == "start":
-            (b_run,) = store.runs.claim("node-b", [second])
-            b_start = lambda: store.runs.start_many([b_run], exclusive={b_run.id})  # noqa: E731
-        else:
-            b_start = lambda: store.runs.claim_started(  # noqa: E731
-                "node-b", [second], exclusive={second.id}
-            )
-        b = threading.Thread(target=lambda: b_result.append(b_start()), daemon=True)
-        b.start()
-        deadline = time.monotonic() + 30
-        while b.is_alive() and not _waiting_on_a_lock(store) and time.monotonic() < deadline:
-            time.sleep(0.01)  # until B has either written or waits on A's lock
-    finally:
-        go.set()
-        a.join(30)
-    b.join(30)
-    assert a_started and a_started[0][a_run.id] is not BLOCKED  # type: ignore[index]
-    assert b_result[0] == ({second.id: BLOCKED} if how == "start" else [])
+    if how == "start":
+        (b_run,) = store.runs.claim("node-b", [second])
+        b_start = lambda: store.runs.start_many([b_run], exclusive={b_run.id})  # noqa: E731
+    else:
+        b_start = lambda: store.runs.claim_started(  # noqa: E731
+            "node-b", [second], exclusive={second.id}
+        )
+    a_result, b_result = start_beside_a_held_start(store, db_url, a_run, b_start)
+    assert a_result[a_run.id] is not BLOCKED
+    assert b_result == ({second.id: BLOCKED} if how == "start" else [])
     assert _row(store, second.id)["status"] == ("CLAIMED" if how == "start" else "PENDING")
-    node_a.close()

@@ -19,6 +19,7 @@ from easyjob.store.schema import task_detail_table as d
 from easyjob.store.schema import task_parent_table
 from easyjob.views.read import tasks
 from tests.conftest import FAST_RETRY
+from tests.store.conftest import waiting_on_a_lock
 
 DAY = timedelta(days=1)
 
@@ -189,21 +190,6 @@ def test_both_parents_finished_in_one_batch_make_one_child(store: Store) -> None
     assert child.pid == max(a, b)
 
 
-def _waiting_on_a_lock(store: Store) -> int:
-    """Sessions of this database waiting on a row lock, as the server reports them."""
-    if store.db.dialect == "postgresql":
-        sql = (
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE wait_event_type = 'Lock' AND datname = current_database()"
-        )
-    else:
-        sql = (
-            "SELECT count(*) FROM information_schema.processlist WHERE id <> connection_id()"
-            " AND info LIKE '%FOR UPDATE%' AND time_ms > 200"
-        )
-    return int(store.db.read("test", lambda conn: conn.scalar(sa.text(sql))))
-
-
 @pytest.mark.parametrize("ends", ["succeed", "fail"])
 def test_two_parents_ending_at_once_on_two_nodes_write_one_row(
     store: Store, db_url: str, ends: str
@@ -242,7 +228,7 @@ def test_two_parents_ending_at_once_on_two_nodes_write_one_row(
         b_thread.start()
         if store.db.dialect != "sqlite":
             deadline = time.monotonic() + 30
-            while b_thread.is_alive() and not _waiting_on_a_lock(store):
+            while b_thread.is_alive() and not waiting_on_a_lock(store):
                 assert time.monotonic() < deadline, "B neither finished nor waited on A"
                 time.sleep(0.01)
     finally:

@@ -3,8 +3,6 @@ start's locked check under races, and a run's priority is its trigger's or its t
 
 from __future__ import annotations
 
-import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -13,13 +11,12 @@ import sqlalchemy as sa
 from easyjob.core.records import Candidate, TaskSpec
 from easyjob.core.states import Overlap, RunStatus
 from easyjob.errors import TaskDefinitionError
-from easyjob.store import RUNS_TABLE, Store
+from easyjob.store import Store
 from easyjob.store.contract import BLOCKED
 from easyjob.store.schema import task_detail_table as d
 from easyjob.store.schema import task_table as t
 from tests.conftest import FAST_RETRY
-from tests.store.conftest import pending_fires, race_in_processes
-from tests.store.test_claims import _waiting_on_a_lock
+from tests.store.conftest import pending_fires, race_in_processes, start_beside_a_held_start
 
 
 def _pending(store: Store, name: str) -> list[Candidate]:
@@ -83,44 +80,17 @@ def test_a_start_at_the_limit_waits_for_one_in_flight_and_sees_it(
     first, second, third = _limited(store, 3, 2)
     assert store.runs.claim_started("node-0", [first], exclusive={first.id})
     (a_run,) = store.runs.claim("node-a", [second])
-    node_a = Store.open(db_url, retry=FAST_RETRY)
-    written, go = threading.Event(), threading.Event()
-
-    def hold_after_the_start(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
-        if statement.lstrip().startswith(f"UPDATE {RUNS_TABLE}") and not written.is_set():
-            written.set()  # A's run is RUNNING in its transaction; hold it open
-            go.wait(30)
-
-    sa.event.listen(node_a.db.engine, "after_cursor_execute", hold_after_the_start)
-    a_started: list[object] = []
-    a = threading.Thread(
-        target=lambda: a_started.append(node_a.runs.start_many([a_run], exclusive={a_run.id})),
-        daemon=True,
-    )
-    a.start()
-    try:
-        assert written.wait(30)
-        b_result: list[object] = []
-        if how == "start":
-            (b_run,) = store.runs.claim("node-b", [third])
-            b_start = lambda: store.runs.start_many([b_run], exclusive={b_run.id})  # noqa: E731
-        else:
-            b_start = lambda: store.runs.claim_started(  # noqa: E731
-                "node-b", [third], exclusive={third.id}
-            )
-        b = threading.Thread(target=lambda: b_result.append(b_start()), daemon=True)
-        b.start()
-        deadline = time.monotonic() + 30
-        while b.is_alive() and not _waiting_on_a_lock(store) and time.monotonic() < deadline:
-            time.sleep(0.01)  # until B has either written or waits on A's lock
-    finally:
-        go.set()
-        a.join(30)
-    b.join(30)
-    assert a_started and a_started[0][a_run.id] is not BLOCKED  # type: ignore[index]
-    assert b_result[0] == ({third.id: BLOCKED} if how == "start" else [])
+    if how == "start":
+        (b_run,) = store.runs.claim("node-b", [third])
+        b_start = lambda: store.runs.start_many([b_run], exclusive={b_run.id})  # noqa: E731
+    else:
+        b_start = lambda: store.runs.claim_started(  # noqa: E731
+            "node-b", [third], exclusive={third.id}
+        )
+    a_result, b_result = start_beside_a_held_start(store, db_url, a_run, b_start)
+    assert a_result[a_run.id] is not BLOCKED
+    assert b_result == ({third.id: BLOCKED} if how == "start" else [])
     assert _running(store) == 2
-    node_a.close()
 
 
 def _start_in_process(
