@@ -5,9 +5,9 @@ checkout (``-P``: the working directory is not put first on the path, so the che
 is the code that runs, in the bench and in its node processes), on a fresh database of its
 own, the checkouts taking turns (A B, then B A, ...; with ``--also`` more checkouts C, D ...
 to bisect, each round starting one further along) so that a machine whose load drifts moves
-all alike. Printed per trial, and as medians per checkout: runs/s, missed fires, the
-nodes' CPU per run (over the window, and over the nodes' life), statements per run, and on
-PostgreSQL the server's CPU per run and its committed transactions per run (from
+all alike. Printed per trial, and as medians per checkout: runs/s, missed fires, p99
+lateness, claim races lost, the nodes' CPU per run (over the window, and over the nodes'
+life), statements per run, and on PostgreSQL the server's CPU per run and its committed transactions per run (from
 ``pg_stat_database``, over the trial's life: a statement run outside a transaction is one).
 
 Usage::
@@ -44,6 +44,7 @@ _FIGURES = (
     ("runs/s", "runs_per_s", 1),
     ("missed", "missed", 0),
     ("p99 ms", "p99", 0),
+    ("lost", "claims_lost", 0),
     ("node ms/run", "window_cpu_ms_per_run", 3),
     ("life ms/run", "cpu_ms_per_run", 3),
     ("st/run", "window_statements_per_run", 3),
