@@ -17,6 +17,14 @@ as ``package.module:Class``; it is built with no arguments.
 Some of the :class:`ClusterView` costs a read per poll: a strategy names what it looks at in
 a class attribute ``needs`` (a subset of :data:`NEEDS`; none if absent), and only that is
 read for it.
+
+**Home runs and stealing** (``default``): each run has one home node among those that may
+run it, and only that node reads and claims it while it is on time; another node takes it
+only when it has room left over and the run is late by the steal delay
+(:func:`steal_delay`), or when it is overdue past the grace. So nodes do not race for the
+runs a healthy cluster starts on time, and a node's pending read costs its share of the
+cluster's rate, not the whole of it: the strategy's :meth:`DefaultStrategy.share` is a
+filter the pending read applies in SQL (:func:`read_scope`).
 """
 
 from __future__ import annotations
@@ -29,24 +37,66 @@ from datetime import datetime, timedelta
 from typing import ClassVar, Protocol, runtime_checkable
 
 from easyjob.core.records import Candidate
-from easyjob.core.states import Trigger
 from easyjob.errors import UnknownStrategyError
 
 __all__ = [
     "NEEDS",
+    "STEAL_DELAY_MAX",
+    "STEAL_DELAY_MIN",
     "ClusterView",
     "DefaultStrategy",
     "IdHashStrategy",
     "LeastCountStrategy",
+    "ReadScope",
+    "Share",
     "Strategy",
     "WeightStrategy",
     "load_strategy",
     "needs",
+    "read_scope",
+    "steal_delay",
 ]
 
 #: The parts of a :class:`ClusterView` that are read only for a strategy that needs them:
 #: ``held``, the runs each live node holds (one count per poll).
 NEEDS = frozenset({"held"})
+
+#: Bounds of the steal delay (see :func:`steal_delay`), seconds.
+STEAL_DELAY_MIN = 0.25
+STEAL_DELAY_MAX = 2.0
+
+
+def steal_delay(poll: float) -> timedelta:
+    """How late another node's run must be before a node with room to spare takes it: half
+    a poll, within [:data:`STEAL_DELAY_MIN`, :data:`STEAL_DELAY_MAX`] seconds.
+
+    A healthy home node claims its run ahead and starts it at its due time; it is late only
+    by its own lag (a loop turn, a wait for the write lock: p99 0.15-0.35 s on four busy
+    SQLite nodes at half load). A delay below that lag would make nodes race for runs their
+    home node is about to start; one above it delays the runs of a stopped or saturated node
+    by that much (plus up to a poll, until the stealer's next read). Half a poll is what the
+    home node had to itself before (see :class:`DefaultStrategy`); the floor keeps a very
+    short poll from racing on the database's lag, the ceiling keeps a long poll from leaving
+    a stopped node's runs for many seconds (the overdue grace, a poll at least, still takes
+    them after that)."""
+    return timedelta(seconds=min(STEAL_DELAY_MAX, max(STEAL_DELAY_MIN, poll / 2)))
+
+
+@dataclass(frozen=True)
+class Share:
+    """A node's home runs among *nodes* ranked nodes: those whose ``run id mod nodes`` is
+    its *rank*. The pending read applies it in SQL (see :func:`read_scope`)."""
+
+    nodes: int
+    rank: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.rank < self.nodes:
+            raise ValueError(f"rank must be in [0, {self.nodes}), got {self.rank!r}")
+
+    def holds(self, run_id: int) -> bool:
+        """Whether run *run_id* is a home run of this share."""
+        return run_id % self.nodes == self.rank
 
 
 @dataclass(frozen=True)
@@ -61,6 +111,12 @@ class ClusterView:
     soon: datetime | None = None  # runs due by then are about to start
     #: the live nodes (sorted) whose code declares a candidate's task; None: all of them
     declaring: Callable[[Candidate], Sequence[str]] | None = None
+    #: another node's run due by then may be taken (late by the steal delay: see
+    #: :func:`steal_delay`); None: this node has no room to spare, it takes its own only
+    steal_by: datetime | None = None
+    #: whether every live node declares the same tasks (see ``Membership.uniform``): then
+    #: :meth:`nodes_for` is every live node, for any task this node declares
+    uniform: bool = True
 
     def nodes_for(self, candidate: Candidate) -> Sequence[str]:
         """The live nodes that may run *candidate* (those that declare its task), sorted:
@@ -90,38 +146,39 @@ class Strategy(Protocol):
 
 
 class DefaultStrategy:
-    """First come, first served: any node may take any run; the claim decides.
+    """Each run has a home node: ``run id mod n`` = rank among the n live nodes that declare
+    its task. Only the home node takes a run while it is on time; a run late by the steal
+    delay (``view.steal_by``, set by a loader with room to spare) is any such node's, and
+    the version-checked claim settles which. So the runs of a stopped or saturated node
+    start anyway (after the steal delay, or the overdue grace: see :func:`overdue`), while
+    healthy nodes never race for a run: each claims its own, ahead of its due time.
 
-    So that nodes do not all race for every run as soon as it is written (all but one lose,
-    and every lost claim is a wasted write), a run is first offered only to its "home" node
-    (``run id mod live nodes`` = rank); once it is due by ``view.soon`` (the loader gives half
-    a poll from now) and still unclaimed, every node tries it. Fires are written two polls
-    ahead, so a run's home node has over a poll to itself, and the run still starts on time
-    when that node is busy or gone. A child run (written due at once, when its parent
-    succeeded) is its home node's for half a poll after it was written, so the node that
-    wrote it does not take every one: the children of one run spread over the nodes. Home
-    and rank are among the nodes that declare the run's task.
+    A child run (written due at once when its parent succeeded) is its home node's like any
+    other, so the children of one run spread over the nodes. With a uniform catalog the
+    home filter is applied by the pending read itself (:meth:`share`): a node does not even
+    read the other nodes' runs while they are on time.
     """
 
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
-        if view.soon is None:
+        if view.now is None:  # a view without a clock: any node may take any run
             return list(candidates)
-        # a child written moments ago (due when written) is its home node's for as long as
-        # a run written ahead is before its due time: the children of one run spread out
-        fresh = None if view.now is None else view.now - (view.soon - view.now)
         chosen = []
         for c in candidates:
             nodes = view.nodes_for(c)
             if view.me not in nodes:
                 continue
             home = c.id % len(nodes) == nodes.index(view.me)
-            fresh_child = (
-                fresh is not None and c.triggered_by == Trigger.PARENT and c.due_time > fresh
-            )
-            opened = c.due_time <= view.soon and not fresh_child
-            if home or opened:
+            if home or (view.steal_by is not None and c.due_time <= view.steal_by):
                 chosen.append(c)
         return chosen
+
+    def share(self, view: ClusterView) -> Share | None:
+        """This node's home runs as a filter the pending read may apply, or None to read
+        every run: when the nodes' catalogs differ, a run's home is ranked among the nodes
+        declaring its task, which the filter cannot express (it would hide home runs)."""
+        if not view.uniform or view.me not in view.live or len(view.live) < 2:
+            return None
+        return Share(len(view.live), view.live.index(view.me))
 
 
 def _stable_hash(*parts: object) -> int:
@@ -235,3 +292,28 @@ def needs(strategy: Strategy) -> frozenset[str]:
 def overdue(candidates: Sequence[Candidate], now: datetime, grace: timedelta) -> list[Candidate]:
     """Runs due longer ago than *grace*: any live node may take these, whatever the strategy."""
     return [c for c in candidates if c.due_time < now - grace]
+
+
+@dataclass(frozen=True)
+class ReadScope:
+    """What of the due PENDING runs a node's pending read returns: all of them (*share*
+    None), or its home runs (*share*) plus every run due by *others_by* (another node's
+    run it may take: late by the steal delay, or overdue)."""
+
+    share: Share | None
+    others_by: datetime | None
+
+
+def read_scope(strategy: Strategy, view: ClusterView, grace: timedelta) -> ReadScope:
+    """The rows *strategy* can choose from for *view* (see :class:`ReadScope`): a strategy
+    with a ``share(view)`` method (``default``) reads its home runs, the runs it may steal
+    (due by ``view.steal_by``) and the overdue ones (due longer ago than *grace*: anyone's,
+    see :func:`overdue`); every other strategy reads every due run."""
+    share_of = getattr(strategy, "share", None)
+    share: Share | None = share_of(view) if callable(share_of) and view.now is not None else None
+    if share is None or view.now is None:
+        return ReadScope(None, None)
+    overdue_by = view.now - grace
+    if view.steal_by is None:
+        return ReadScope(share, overdue_by)
+    return ReadScope(share, max(overdue_by, view.steal_by))

@@ -22,7 +22,14 @@ from easyjob.core.admission import (
 )
 from easyjob.core.config import NodeConfig
 from easyjob.core.records import ORIGIN_RUNTIME, Candidate, Run
-from easyjob.core.strategies import ClusterView, Strategy, needs, overdue
+from easyjob.core.strategies import (
+    ClusterView,
+    Strategy,
+    needs,
+    overdue,
+    read_scope,
+    steal_delay,
+)
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
@@ -111,6 +118,8 @@ class Loader(Loop):
         #: priorities differed among the runs due here lately: read past the window
         self._ranked = False
         self._wants_room = True  # the last claim was cut short by the room (see freed)
+        #: the last claim left room: the next read takes other nodes' late runs too
+        self._spare = True
 
     def freed(self, children: bool = False) -> None:
         """A worker came free: claim again at once if the last claim was cut short by the
@@ -166,12 +175,17 @@ class Loader(Loop):
         room = min(self._dispatcher.room(), self._config.batch)
         self._wants_room = room <= 0
         if room <= 0:  # nothing to claim; the runs due here must still be missed in time
+            view = self._view(now, spare=False)
             due = self._store.runs.pending(
-                now, self._config.batch, self._foreign, node_id=self._config.node_id
+                now,
+                self._config.batch,
+                self._foreign,
+                node_id=self._config.node_id,
+                scope=read_scope(self._strategy, view, self._grace),
             )
             mine = [c for c in due if self._mine(c.task_id, c.task_name, c.func, c.origin)]
             self._miss(mine, now)
-            self._outrank(mine, now)
+            self._outrank(mine, view)
             return False
         if self._config.claim_mode == "skip_locked":
             won = self._writer.claim_next(horizon, room, self._foreign)
@@ -181,14 +195,17 @@ class Loader(Loop):
                 self._mine(run.task_id, run.task_name, run.func, run.origin)  # released if not
             self._dispatcher.submit(won)
             return len(won) == room
-        live = [n.node_id for n in self._membership.nodes()]
-        # enough for every live node to take a slice of its own (see _spread); while
-        # priorities differ here, a batch at least, to see high runs behind a backlog
-        limit = room * max(1, len(live))
+        view = self._view(now, spare=self._spare)
+        live = list(view.live)
+        scope = read_scope(self._strategy, view, self._grace)
+        # enough for every live node to take a slice of its own (see _spread), or, reading
+        # its own share, for a room of its own and as much stolen; while priorities differ
+        # here, a batch at least, to see high runs behind a backlog
+        limit = 2 * room if scope.share is not None else room * max(1, len(live))
         if self._ranked:
             limit = max(limit, self._config.batch)
         pending = self._store.runs.pending(
-            horizon, limit, self._foreign, node_id=self._config.node_id
+            horizon, limit, self._foreign, node_id=self._config.node_id, scope=scope
         )
         known_foreign = len(self._foreign)
         held = self._dispatcher.held_ids()
@@ -203,8 +220,9 @@ class Loader(Loop):
         if self._miss(mine, now):
             return True  # read again: the backlog shrank
         mine = _first_per_exclusive_task(mine)
-        chosen = self._choose(mine, now)
+        chosen = self._choose(mine, view)
         self._wants_room = len(chosen) > room
+        self._spare = len(chosen) < room
         if len(chosen) > room and len({c.priority for c in chosen}) > 1:
             self._ranked = True
         chosen = _spread_by_priority(chosen, room, live, self._config.node_id, now)
@@ -219,7 +237,7 @@ class Loader(Loop):
         # lost to other nodes are theirs, the next read finds others)
         return len(won) == room or (bool(won) and len(pending) == limit)
 
-    def _outrank(self, due: list[Candidate], now: datetime) -> None:
+    def _outrank(self, due: list[Candidate], view: ClusterView) -> None:
         """A node that can claim no more hands back waiting runs for due PENDING runs of
         higher priority (see :func:`easyjob.core.admission.outranked`) and claims those."""
         top = max((c.priority for c in due), default=None)
@@ -229,7 +247,9 @@ class Loader(Loop):
         if top is None or all(r.priority >= top for r in waiting):
             return  # nothing due outranks what waits here (always so without priorities)
         held = self._dispatcher.held_ids()
-        pending = self._choose([c for c in due if c.id not in held], now)
+        pending = self._choose([c for c in due if c.id not in held], view)
+        now = view.now
+        assert now is not None  # the loader's views always carry the time
         pairs = outranked(waiting, pending, now)
         if not pairs:
             return
@@ -314,12 +334,18 @@ class Loader(Loop):
             self._behind, self._behind_told = 0, now
         return bool(won)
 
-    def _choose(self, candidates: list[Candidate], now: datetime) -> list[Candidate]:
+    @property
+    def _grace(self) -> timedelta:
+        return timedelta(seconds=self._config.overdue_grace_s)
+
+    def _view(self, now: datetime, *, spare: bool) -> ClusterView:
+        """What the strategy looks at this poll; with *spare* (the last claim left room),
+        other nodes' runs late by the steal delay are this node's to take too."""
         nodes = self._membership.nodes()
         held = {}
         if "held" in needs(self._strategy):
             held = self._store.runs.held_counts()
-        view = ClusterView(
+        return ClusterView(
             me=self._config.node_id,
             live=[n.node_id for n in nodes],
             weights={n.node_id: n.weight for n in nodes},
@@ -327,13 +353,19 @@ class Loader(Loop):
             now=now,
             soon=now + timedelta(seconds=self._config.poll / 2),
             declaring=lambda c: self._membership.declaring(c.task_name, c.func, c.origin),
+            steal_by=now - steal_delay(self._config.poll) if spare else None,
+            uniform=self._membership.uniform(),
         )
+
+    def _choose(self, candidates: list[Candidate], view: ClusterView) -> list[Candidate]:
+        """The strategy's pick of *candidates* for *view*, plus this node's broadcast runs
+        and the overdue ones (anyone's)."""
         # a broadcast run is this node's own: no strategy hands it to another
         targeted = [c for c in candidates if c.target_node == self._config.node_id]
         shared = [c for c in candidates if c.target_node is None]
         picked = targeted + self._strategy.select(shared, view)
-        grace = timedelta(seconds=self._config.overdue_grace_s)
-        late = overdue(shared, now, grace)
+        assert view.now is not None  # the loader's views always carry the time
+        late = overdue(shared, view.now, self._grace)
         ids = {c.id for c in picked}
         return picked + [c for c in late if c.id not in ids]
 

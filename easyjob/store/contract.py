@@ -82,6 +82,7 @@ from easyjob.core.store_values import (
     Summary,
     is_pattern,
 )
+from easyjob.core.strategies import ReadScope
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -257,10 +258,13 @@ class RunStore(Protocol):
         exclude: Collection[int] = (),
         *,
         node_id: str | None = None,
+        scope: ReadScope | None = None,
     ) -> list[Candidate]:
         """At most *limit* PENDING runs due by *horizon*, earliest first, of tasks not
-        PAUSED and not in *exclude*; with *node_id*, less other nodes' broadcast runs. Each
-        candidate carries the version read: the token its claim is checked against."""
+        PAUSED and not in *exclude*; with *node_id*, less other nodes' broadcast runs; with
+        a *scope* that has a share, only the share's home runs (``id mod nodes = rank``)
+        and the runs due by its ``others_by``. Each candidate carries the version read: the
+        token its claim is checked against."""
         ...
 
     def miss_pending(self, runs: Mapping[int, tuple[int, str]]) -> set[int]:

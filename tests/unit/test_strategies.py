@@ -15,10 +15,14 @@ from easyjob.core.strategies import (
     DefaultStrategy,
     IdHashStrategy,
     LeastCountStrategy,
+    ReadScope,
+    Share,
     WeightStrategy,
     load_strategy,
     needs,
     overdue,
+    read_scope,
+    steal_delay,
 )
 from easyjob.errors import UnknownStrategyError
 from easyjob.node.loader import _spread, _spread_by_priority
@@ -99,18 +103,107 @@ def test_default_takes_everything() -> None:
     assert DefaultStrategy().select(batch, ClusterView(me="x", live=[])) == batch
 
 
-def test_default_offers_a_run_to_its_home_node_first_then_to_all_once_due_soon() -> None:
+@pytest.mark.parametrize(
+    ("me", "steal_by", "chosen"),
+    [
+        ("a", None, [0, 3, 6]),  # no room to spare: home runs only (id mod 3 = rank)
+        ("b", None, [1, 4, 7]),
+        ("c", None, [2, 5, 8]),
+        ("b", T0 - timedelta(milliseconds=1), [1, 4, 7]),  # none late enough to steal
+        ("b", T0, list(range(9))),  # room to spare, all late by the steal delay: any
+        ("x", T0, []),  # not a live node: none, even late ones
+    ],
+)
+def test_default_takes_its_home_runs_and_steals_only_late_ones_with_room_to_spare(
+    me: str, steal_by: datetime | None, chosen: list[int]
+) -> None:
     batch = candidates(9)  # all due at T0
-    live = ["a", "b", "c"]
-    early = [
-        DefaultStrategy().select(
-            batch, ClusterView(me=me, live=live, soon=T0 - timedelta(seconds=1))
-        )
-        for me in live
-    ]
-    assert [[c.id for c in part] for part in early] == [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
-    due_soon = ClusterView(me="b", live=live, soon=T0)
-    assert DefaultStrategy().select(batch, due_soon) == batch
+    view = ClusterView(me=me, live=LIVE, now=T0 + timedelta(seconds=1), steal_by=steal_by)
+    assert [c.id for c in DefaultStrategy().select(batch, view)] == chosen
+
+
+def test_default_ranks_home_among_the_nodes_that_declare_the_task() -> None:
+    batch = candidates(6, tasks=2)  # task 0: ids 0, 2, 4; task 1: ids 1, 3, 5
+    declaring = {0: ["a", "b", "c"], 1: ["b", "c"]}  # "a" lacks task 1's code
+    picked = {
+        me: [
+            c.id
+            for c in DefaultStrategy().select(
+                batch,
+                ClusterView(
+                    me=me,
+                    live=LIVE,
+                    now=T0,
+                    declaring=lambda c: declaring[c.task_id],
+                    uniform=False,
+                ),
+            )
+        ]
+        for me in LIVE
+    }
+    # task 0's runs by id mod 3 over a, b, c; task 1's (odd ids) by id mod 2 over b, c:
+    # "a" is never dealt a run of task 1
+    assert picked == {"a": [0], "b": [4], "c": [1, 2, 3, 5]}
+
+
+@pytest.mark.parametrize(
+    ("me", "live", "uniform", "share"),
+    [
+        ("b", ["a", "b", "c"], True, Share(3, 1)),
+        ("a", ["a", "b"], True, Share(2, 0)),
+        ("a", ["a"], True, None),  # alone: every run is its own, no filter
+        ("x", ["a", "b"], True, None),  # not live (yet): read everything, take overdue
+        ("b", ["a", "b", "c"], False, None),  # catalogs differ: home is per task
+    ],
+)
+def test_default_pushes_its_home_filter_down_only_where_it_is_exact(
+    me: str, live: list[str], uniform: bool, share: Share | None
+) -> None:
+    view = ClusterView(me=me, live=live, now=T0, uniform=uniform)
+    assert DefaultStrategy().share(view) == share
+
+
+def test_a_share_holds_the_home_runs_of_one_rank() -> None:
+    assert [i for i in range(10) if Share(4, 1).holds(i)] == [1, 5, 9]
+    with pytest.raises(ValueError, match=r"rank must be in \[0, 4\), got 4"):
+        Share(4, 4)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "steal_by", "scope"),
+    [
+        # no room to spare: home runs and the overdue (grace 1 s) only
+        (DefaultStrategy(), None, ReadScope(Share(3, 0), T0 - timedelta(seconds=1))),
+        # room to spare: home runs and those late by the steal delay (later than overdue)
+        (
+            DefaultStrategy(),
+            T0 - timedelta(milliseconds=500),
+            ReadScope(Share(3, 0), T0 - timedelta(milliseconds=500)),
+        ),
+        # a steal delay longer than the grace: the overdue ones are read all the same
+        (
+            DefaultStrategy(),
+            T0 - timedelta(seconds=5),
+            ReadScope(Share(3, 0), T0 - timedelta(seconds=1)),
+        ),
+        # the other strategies deal every run in Python: they read every due run
+        (IdHashStrategy(), None, ReadScope(None, None)),
+        (WeightStrategy(), None, ReadScope(None, None)),
+        (LeastCountStrategy(), None, ReadScope(None, None)),
+    ],
+)
+def test_read_scope_is_the_home_share_plus_what_may_be_stolen_or_is_overdue(
+    strategy: object, steal_by: datetime | None, scope: ReadScope
+) -> None:
+    view = ClusterView(me="a", live=LIVE, now=T0, steal_by=steal_by)
+    assert read_scope(strategy, view, timedelta(seconds=1)) == scope  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("poll", "delay"), [(0.1, 0.25), (0.5, 0.25), (1.0, 0.5), (3.0, 1.5), (10.0, 2.0)]
+)
+def test_the_steal_delay_is_half_a_poll_within_bounds(poll: float, delay: float) -> None:
+    assert steal_delay(poll) == timedelta(seconds=delay)
 
 
 def test_overdue_runs_are_anyones() -> None:

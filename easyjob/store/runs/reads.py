@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from easyjob.core.records import Candidate, Run
 from easyjob.core.states import HELD, Misfire, Overlap, RunStatus, TaskStatus, Trigger
+from easyjob.core.strategies import ReadScope, Share
 from easyjob.store.database import Database
 from easyjob.store.expressions import in_list, not_in_list
 from easyjob.store.schema import task_detail_table, task_table
@@ -123,12 +124,16 @@ class RunReads:
         exclude: Collection[int] = (),
         *,
         node_id: str | None = None,
+        scope: ReadScope | None = None,
     ) -> list[Candidate]:
         """At most *limit* PENDING runs due by *horizon*, earliest first, of tasks not
         PAUSED and not in *exclude* (task ids: the loader's small set of tasks that are
-        not its code's); with *node_id*, less the broadcast runs of other nodes. Served by
-        the index on (status, due_time) and the task's primary key: the cost is per row
-        returned, whatever the backlog or the number of tasks."""
+        not its code's); with *node_id*, less the broadcast runs of other nodes; with a
+        *scope* that has a share, only its home runs and those due by its ``others_by``
+        (see :func:`easyjob.core.strategies.read_scope`). Served by the index on (status,
+        due_time) and the task's primary key, the share a filter on that range: the cost is
+        per row returned (and per index entry of the range), whatever the backlog or the
+        number of tasks."""
 
         def read(conn: sa.Connection) -> list[Candidate]:
             query = (
@@ -146,6 +151,8 @@ class RunReads:
                 query = query.where(not_in_list(d.c.task_id, exclude))
             if node_id is not None:
                 query = query.where(claimable_by(node_id))
+            if scope is not None and scope.share is not None:
+                query = query.where(_in_scope(scope.share, scope.others_by))
             return [_candidate(row) for row in conn.execute(query)]
 
         return self._db.read("pending_runs", read)
@@ -173,6 +180,12 @@ def read_runs(conn: sa.Connection, ids: Collection[int]) -> list[Run]:
         .order_by(d.c.due_time, d.c.id)
     )
     return [_run(row) for row in conn.execute(query)]
+
+
+def _in_scope(share: Share, others_by: datetime | None) -> sa.ColumnElement[bool]:
+    """A home run of *share*, or any run due by *others_by*."""
+    home = (d.c.id % share.nodes) == share.rank
+    return home if others_by is None else sa.or_(home, d.c.due_time <= others_by)
 
 
 def claimable_by(node_id: str) -> sa.ColumnElement[bool]:
