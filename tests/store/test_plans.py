@@ -18,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from easyjob.core.records import Advance, PlannedFire, TaskSpec
+from easyjob.core.strategies import ReadScope, Share
 from easyjob.store import Store
 from easyjob.store.schema import task_detail_table as d
 from easyjob.store.schema import task_table as t
@@ -184,6 +185,9 @@ def _hot_path(store: Store) -> tuple[datetime, dict[str, list[tuple[str, Any]]]]
     due = run("due tasks", lambda: due_read(store, now))
     assert due, "the due read found no task: the data does not exercise it"
     candidates = run("pending", lambda: store.runs.pending(horizon, 64, [999_999]))
+    # one node's share of four (the default strategy's read), with what it may steal
+    scope = ReadScope(Share(4, 1), now - timedelta(milliseconds=500))
+    run("pending share", lambda: store.runs.pending(horizon, 64, [999_999], scope=scope))
     claimed = run("claim", lambda: store.runs.claim("node-a", candidates[:32]))
     started = run("start_many", lambda: store.runs.start_many(claimed[:16], exclusive=()))
     running = [r for r in started.values() if r is not None and not isinstance(r, str)]
