@@ -65,9 +65,11 @@ class Rig:
         listeners: Sequence[Hook] = (),
         metrics: bool = False,
         background: bool = False,
+        clock: FakeClock | None = None,
         **config: Any,
     ) -> None:
-        self.clock = FakeClock(START)
+        """*clock*: another rig's, for nodes that share one database (and its time)."""
+        self.clock = clock or FakeClock(START)
         self.store = Store.open(f"sqlite:///{tmp / 'node.db'}", create=True, clock=self.clock)
         self.pool = ManualPool()
         config = {"node_id": "n1", "poll": 1.0, **config}
