@@ -51,6 +51,8 @@ __all__ = [
     "Share",
     "Strategy",
     "WeightStrategy",
+    "has_room_to_spare",
+    "is_home",
     "load_strategy",
     "needs",
     "read_scope",
@@ -164,11 +166,9 @@ class DefaultStrategy:
             return list(candidates)
         chosen = []
         for c in candidates:
-            nodes = view.nodes_for(c)
-            if view.me not in nodes:
+            if view.me not in view.nodes_for(c):
                 continue
-            home = c.id % len(nodes) == nodes.index(view.me)
-            if home or (view.steal_by is not None and c.due_time <= view.steal_by):
+            if is_home(c, view) or (view.steal_by is not None and c.due_time <= view.steal_by):
                 chosen.append(c)
         return chosen
 
@@ -179,6 +179,23 @@ class DefaultStrategy:
         if not view.uniform or view.me not in view.live or len(view.live) < 2:
             return None
         return Share(len(view.live), view.live.index(view.me))
+
+
+def is_home(candidate: Candidate, view: ClusterView) -> bool:
+    """Whether *candidate* is a home run of this node (``default``): ``run id mod n`` is its
+    rank among the n live nodes that declare the run's task."""
+    nodes = view.nodes_for(candidate)
+    return view.me in nodes and candidate.id % len(nodes) == nodes.index(view.me)
+
+
+def has_room_to_spare(home: Sequence[Candidate], room: int, now: datetime, poll: float) -> bool:
+    """Whether a node whose pending read found *home* (its home runs, due by the horizon)
+    and that may claim *room* more runs has room left over to steal at its next read: its
+    home runs leave room, and none is late by the steal delay. A node behind on its own runs
+    has none to spare whatever its free workers: at saturation the database or the CPU is
+    the limit, and every node has home runs of its own to take first."""
+    late = now - steal_delay(poll)
+    return len(home) < room and all(c.due_time > late for c in home)
 
 
 def _stable_hash(*parts: object) -> int:

@@ -25,6 +25,8 @@ from easyjob.core.records import ORIGIN_RUNTIME, Candidate, Run
 from easyjob.core.strategies import (
     ClusterView,
     Strategy,
+    has_room_to_spare,
+    is_home,
     needs,
     overdue,
     read_scope,
@@ -118,7 +120,8 @@ class Loader(Loop):
         #: priorities differed among the runs due here lately: read past the window
         self._ranked = False
         self._wants_room = True  # the last claim was cut short by the room (see freed)
-        #: the last claim left room: the next read takes other nodes' late runs too
+        #: the last read's home runs left room and none was late (see has_room_to_spare):
+        #: the next read takes other nodes' late runs too
         self._spare = True
 
     def freed(self, children: bool = False) -> None:
@@ -222,7 +225,8 @@ class Loader(Loop):
         mine = _first_per_exclusive_task(mine)
         chosen = self._choose(mine, view)
         self._wants_room = len(chosen) > room
-        self._spare = len(chosen) < room
+        home = [c for c in mine if c.target_node is None and is_home(c, view)]
+        self._spare = has_room_to_spare(home, room, now, self._config.poll)
         if len(chosen) > room and len({c.priority for c in chosen}) > 1:
             self._ranked = True
         chosen = _spread_by_priority(chosen, room, live, self._config.node_id, now)

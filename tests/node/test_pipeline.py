@@ -108,6 +108,8 @@ def test_a_restart_after_a_backlog_runs_a_fire_once_task_once_and_misses_the_res
     node.node.dispatcher.close(0)  # ...then the node dies with them in hand
     node.sql("UPDATE easy_job_task_detail SET status = 'PENDING', node_id = NULL")
     node.age_pending(120, cursors=True)  # two minutes later, the next incarnation finds it
+    # ...with the first one long dead (its heartbeat two minutes old): not a live peer
+    node.sql("UPDATE easy_job_node SET status = 'DEAD' WHERE node_id = 'n1'")
     node = rig(node_id="n2", lookahead=2.0)
     node.tick()  # the stale fires are MISSED, by the schedule: their successors are due
     node.tick()  # the planner writes the gap and the latest due fire, which runs once

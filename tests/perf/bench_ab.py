@@ -7,8 +7,9 @@ own, the checkouts taking turns (A B, then B A, ...; with ``--also`` more checko
 to bisect, each round starting one further along) so that a machine whose load drifts moves
 all alike. Printed per trial, and as medians per checkout: runs/s, missed fires, p99
 lateness, claim races lost, the nodes' CPU per run (over the window, and over the nodes'
-life), statements per run, and on PostgreSQL the server's CPU per run and its committed transactions per run (from
-``pg_stat_database``, over the trial's life: a statement run outside a transaction is one).
+life), statements per run, and on PostgreSQL the server's CPU per run and its committed
+transactions per run (from ``pg_stat_database``, over the trial's life: a statement run
+outside a transaction is one).
 
 Usage::
 
