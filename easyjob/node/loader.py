@@ -63,10 +63,14 @@ class Loader(Loop):
     later fire due by the schedule, or past the grace under ``skip``), let the strategy pick
     this node's share among the nodes that declare each task (plus any overdue past the
     grace), and claim as many as the dispatcher has room for (see
-    :meth:`Timetable.room`), at most ``batch`` per statement. When the strategy offers more
-    than that, each node starts at its own offset into the list, so that nodes racing for
-    the same runs (``default``) mostly try different ones. A node holds at most one waiting
-    run per exclusive (``serial``/``skip``) task: later fires stay PENDING for now.
+    :meth:`Timetable.room`), at most ``batch`` per statement. With ``default`` the read
+    itself is of this node's share (:func:`~easyjob.core.strategies.read_scope`): its home
+    runs, and other nodes' runs late by the steal delay when its last read left room to
+    spare (:func:`~easyjob.core.strategies.has_room_to_spare`), or overdue. When the
+    strategy offers more than the room, home runs come first, then the others from an
+    offset of this node's own, so that nodes stealing the same runs mostly try different
+    ones. A node holds at most one waiting run per exclusive (``serial``/``skip``) task:
+    later fires stay PENDING for now.
 
     In the ``skip_locked`` claim mode this is one locking claim of the next due runs (at most
     the room and the batch), which skips rows other nodes are claiming: no pending read, no
@@ -129,7 +133,7 @@ class Loader(Loop):
         room the dispatcher had (a freed worker changes nothing else the claim looks at:
         runs with no worker free are claimed to wait all the same), or if a run whose task
         has children succeeded (*children*): its children are written due now, and this
-        node's share of them is its own for half a poll only (see
+        node's home children are its own to start (see
         :class:`~easyjob.core.strategies.DefaultStrategy`). Outcomes come back many times a
         second on a busy node, and each needless claim is a pending read."""
         if self._wants_room or children:
