@@ -483,21 +483,11 @@ class Candidate(_TaskSchedule):
     max_running: int | None = None
     #: the run's priority: its trigger's, else its task's (see admission.start_order)
     priority: int = 0
-    #: when its row was written (database time); None: not read
-    create_time: datetime | None = None
 
     @property
     def grace(self) -> timedelta:
         """How late its start may be before the misfire policy applies."""
         return timedelta(milliseconds=self.misfire_grace_ms)
-
-    @property
-    def open_since(self) -> datetime:
-        """Since when the run may be claimed: its due time, or its write when that came
-        later (a fire written already due by a planner that is behind, a manual trigger)."""
-        if self.create_time is None or self.create_time <= self.due_time:
-            return self.due_time
-        return self.create_time
 
 
 @dataclass(frozen=True)

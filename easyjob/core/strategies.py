@@ -113,8 +113,7 @@ class ClusterView:
     soon: datetime | None = None  # runs due by then are about to start
     #: the live nodes (sorted) whose code declares a candidate's task; None: all of them
     declaring: Callable[[Candidate], Sequence[str]] | None = None
-    #: another node's run open since then (due and written: ``Candidate.open_since``) may
-    #: be taken (late by the steal delay: see
+    #: another node's run due by then may be taken (late by the steal delay: see
     #: :func:`steal_delay`); None: this node has no room to spare, it takes its own only
     steal_by: datetime | None = None
     #: whether every live node declares the same tasks (see ``Membership.uniform``): then
@@ -169,7 +168,7 @@ class DefaultStrategy:
         for c in candidates:
             if view.me not in view.nodes_for(c):
                 continue
-            if is_home(c, view) or (view.steal_by is not None and c.open_since <= view.steal_by):
+            if is_home(c, view) or (view.steal_by is not None and c.due_time <= view.steal_by):
                 chosen.append(c)
         return chosen
 
@@ -196,7 +195,7 @@ def has_room_to_spare(home: Sequence[Candidate], room: int, now: datetime, poll:
     has none to spare whatever its free workers: at saturation the database or the CPU is
     the limit, and every node has home runs of its own to take first."""
     late = now - steal_delay(poll)
-    return len(home) < room and all(c.open_since > late for c in home)
+    return len(home) < room and all(c.due_time > late for c in home)
 
 
 def _stable_hash(*parts: object) -> int:
@@ -308,11 +307,8 @@ def needs(strategy: Strategy) -> frozenset[str]:
 
 
 def overdue(candidates: Sequence[Candidate], now: datetime, grace: timedelta) -> list[Candidate]:
-    """Runs open longer than *grace* (due, and written, that long ago: see
-    ``Candidate.open_since``): any live node may take these, whatever the strategy. A fire
-    written already late (by a planner that is behind) is its home node's first all the
-    same."""
-    return [c for c in candidates if c.open_since < now - grace]
+    """Runs due longer ago than *grace*: any live node may take these, whatever the strategy."""
+    return [c for c in candidates if c.due_time < now - grace]
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ class Rig:
         self.store.db.write("test sql", lambda conn: conn.execute(sa.text(text)))
 
     def age_pending(self, seconds: float, *, cursors: bool = False) -> None:
-        """Move every PENDING run's due, fire and write time back by *seconds*; with *cursors*,
+        """Move every PENDING run's due and fire time back by *seconds*; with *cursors*,
         every task's ``next_start_time`` too (as if the clock had moved on that much while
         every node was down)."""
         delta = timedelta(seconds=seconds)
@@ -150,19 +150,13 @@ class Rig:
                             .values(next_start_time=row.next_start_time - delta)
                         )
             rows = conn.execute(
-                sa.select(d.c.id, d.c.fire_time, d.c.due_time, d.c.create_time).where(
-                    d.c.status == "PENDING"
-                )
+                sa.select(d.c.id, d.c.fire_time, d.c.due_time).where(d.c.status == "PENDING")
             ).all()
             for row in rows:
                 conn.execute(
                     d.update()
                     .where(d.c.id == row.id)
-                    .values(
-                        fire_time=row.fire_time - delta,
-                        due_time=row.due_time - delta,
-                        create_time=row.create_time - delta,
-                    )
+                    .values(fire_time=row.fire_time - delta, due_time=row.due_time - delta)
                 )
 
         self.store.db.write("age", age)

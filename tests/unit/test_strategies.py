@@ -18,7 +18,6 @@ from easyjob.core.strategies import (
     ReadScope,
     Share,
     WeightStrategy,
-    has_room_to_spare,
     load_strategy,
     needs,
     overdue,
@@ -201,25 +200,6 @@ def test_read_scope_is_the_home_share_plus_what_may_be_stolen_or_is_overdue(
 
 
 @pytest.mark.parametrize(
-    ("home_due", "room", "spare"),
-    [
-        ([], 10, True),  # nothing of its own due: room to spare
-        ([0.2, 0.0, -0.3], 10, True),  # its own on time or a little late: to spare
-        ([0.2, -0.5], 10, False),  # one of its own late by the steal delay: behind
-        ([0.2] * 10, 10, False),  # its own fill its room
-    ],
-)
-def test_a_node_has_room_to_spare_only_when_its_own_runs_leave_room_and_are_on_time(
-    home_due: list[float], room: int, spare: bool
-) -> None:
-    home = [
-        replace(c, due_time=T0 + timedelta(seconds=s))
-        for c, s in zip(candidates(len(home_due)), home_due, strict=True)
-    ]
-    assert has_room_to_spare(home, room, T0, poll=1.0) is spare  # steal delay 0.5 s
-
-
-@pytest.mark.parametrize(
     ("poll", "delay"), [(0.1, 0.25), (0.5, 0.25), (1.0, 0.5), (3.0, 1.5), (10.0, 2.0)]
 )
 def test_the_steal_delay_is_half_a_poll_within_bounds(poll: float, delay: float) -> None:
@@ -230,24 +210,6 @@ def test_overdue_runs_are_anyones() -> None:
     batch = candidates(3)
     assert overdue(batch, T0 + timedelta(seconds=2), timedelta(seconds=1)) == batch
     assert overdue(batch, T0 + timedelta(seconds=1), timedelta(seconds=1)) == []
-
-
-def test_a_run_written_late_is_its_home_nodes_first_all_the_same() -> None:
-    """A fire written already due (a planner that is behind writes the latest due fire) is
-    open since its write, not its due time: neither stolen nor overdue at once."""
-    written = T0 + timedelta(seconds=3)
-    (late,) = [replace(c, create_time=written) for c in candidates(2)[1:]]  # id 1: b's home
-    assert late.open_since == written
-    assert replace(late, create_time=T0 - timedelta(seconds=9)).open_since == T0
-    grace = timedelta(seconds=1)
-    assert overdue([late], written + timedelta(milliseconds=900), grace) == []
-    assert overdue([late], written + timedelta(seconds=2), grace) == [late]
-    view = ClusterView(me="a", live=LIVE, now=written, steal_by=written - timedelta(seconds=0.5))
-    assert DefaultStrategy().select([late], view) == []
-    stolen = replace(view, now=written + timedelta(seconds=1), steal_by=written)
-    assert DefaultStrategy().select([late], stolen) == [late]
-    assert not has_room_to_spare([late], 10, written + timedelta(seconds=1), poll=1.0)
-    assert has_room_to_spare([late], 10, written, poll=1.0)
 
 
 def test_load_strategy_by_name_and_by_path() -> None:

@@ -86,7 +86,6 @@ _CANDIDATE_COLUMNS = (
     d.c.shard,
     d.c.target_node,
     d.c.triggered_by,
-    d.c.create_time,
     *_SCHEDULE_COLUMNS,
     *_LIMIT_COLUMNS,
 )
@@ -184,12 +183,9 @@ def read_runs(conn: sa.Connection, ids: Collection[int]) -> list[Run]:
 
 
 def _in_scope(share: Share, others_by: datetime | None) -> sa.ColumnElement[bool]:
-    """A home run of *share*, or any run open since *others_by* (due and written by then:
-    see ``Candidate.open_since``)."""
+    """A home run of *share*, or any run due by *others_by*."""
     home = (d.c.id % share.nodes) == share.rank
-    if others_by is None:
-        return home
-    return sa.or_(home, sa.and_(d.c.due_time <= others_by, d.c.create_time <= others_by))
+    return home if others_by is None else sa.or_(home, d.c.due_time <= others_by)
 
 
 def claimable_by(node_id: str) -> sa.ColumnElement[bool]:
@@ -246,7 +242,7 @@ def _candidate(row: Sequence[Any]) -> Candidate:
     values by position (the pending read is the node's most frequent; a mapping per row and
     keyword arguments cost it as much again as reading the row)."""
     (run_id, task_id, version, fire_time, due_time, name, func, overlap, misfire) = row[:9]
-    (grace_ms, origin, shard, target, trigger, created) = row[9:_CANDIDATE_SCHEDULE]
+    (grace_ms, origin, shard, target, trigger) = row[9:_CANDIDATE_SCHEDULE]
     limits = _CANDIDATE_SCHEDULE + len(_SCHEDULE_COLUMNS)
     max_running, shards, priority = row[limits:]
     return Candidate(
@@ -267,7 +263,6 @@ def _candidate(row: Sequence[Any]) -> Candidate:
         shards,
         max_running,
         priority,
-        created,
         **_schedule(row[_CANDIDATE_SCHEDULE:limits]),
     )
 
