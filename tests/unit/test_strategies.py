@@ -18,6 +18,7 @@ from easyjob.core.strategies import (
     ReadScope,
     Share,
     WeightStrategy,
+    has_room_to_spare,
     load_strategy,
     needs,
     overdue,
@@ -197,6 +198,25 @@ def test_read_scope_is_the_home_share_plus_what_may_be_stolen_or_is_overdue(
 ) -> None:
     view = ClusterView(me="a", live=LIVE, now=T0, steal_by=steal_by)
     assert read_scope(strategy, view, timedelta(seconds=1)) == scope  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("home_due", "room", "spare"),
+    [
+        ([], 10, True),  # nothing of its own due: room to spare
+        ([0.2, 0.0, -0.3], 10, True),  # its own on time or a little late: to spare
+        ([0.2, -0.5], 10, False),  # one of its own late by the steal delay: behind
+        ([0.2] * 10, 10, False),  # its own fill its room
+    ],
+)
+def test_a_node_has_room_to_spare_only_when_its_own_runs_leave_room_and_are_on_time(
+    home_due: list[float], room: int, spare: bool
+) -> None:
+    home = [
+        replace(c, due_time=T0 + timedelta(seconds=s))
+        for c, s in zip(candidates(len(home_due)), home_due, strict=True)
+    ]
+    assert has_room_to_spare(home, room, T0, poll=1.0) is spare  # steal delay 0.5 s
 
 
 @pytest.mark.parametrize(
