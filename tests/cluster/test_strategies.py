@@ -133,7 +133,7 @@ def test_default_nodes_at_half_load_claim_their_home_runs_without_racing(
 ) -> None:
     """Four nodes that keep up each claim their own share of the runs (run id mod 4), ahead
     of its time: claim races are rare (a node late by the steal delay), where before every
-    node read every run already due and tried it, losing three claims per run."""
+    node read every run already due and tried it, losing about one claim per run."""
     nodes = [f"node-{i}" for i in range(4)]
     stats = {node: tmp_path / f"{node}.json" for node in nodes}
     with Cluster(db_url, tmp_path, ticks=TICKS) as cluster:
@@ -147,4 +147,4 @@ def test_default_nodes_at_half_load_claim_their_home_runs_without_racing(
     won = sum(s["claimed"] for s in done)
     lost = sum(s["claims_lost"] for s in done)
     assert won >= TICKS * 10, done
-    assert lost <= won // 20, done  # before: about three lost per run won
+    assert lost <= won // 20, done  # on main: 390 lost for 360 won (one run, SQLite)
