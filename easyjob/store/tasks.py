@@ -444,7 +444,7 @@ class TaskStore:
             for row in _fire_rows(task_id, fire, by_id[task_id].shards, targets.get(task_id), now)
         ]
         if rows:
-            conn.execute(self._insert_fires(), rows)
+            self._db.backend.insert_rows(conn, self._insert_fires(), rows)
         return won
 
     def _insert_fires(self) -> sa.Insert:

@@ -250,3 +250,29 @@ def test_advance_has_few_texts(store: Store) -> None:
     with texts_by_kind(store) as seen:
         _advance_rounds(store, task_ids, 2)
     assert_bounded(store, seen, "advance")
+
+
+def test_advance_writes_a_batchs_fires_in_one_statement_on_postgresql(store: Store) -> None:
+    """On PostgreSQL an advance's fire rows go as one INSERT of arrays, never as an
+    executemany: psycopg sends an executemany as one statement per row, each planned again
+    with prepared statements off (issue 25). The rows are all written, each once."""
+    if store.db.dialect != "postgresql":
+        pytest.skip("PostgreSQL's batch INSERT")
+    task_ids = _tasks(store)
+    sent: list[tuple[str, bool]] = []
+
+    def record(
+        conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool
+    ) -> None:
+        if statement.startswith("INSERT INTO easy_job_task_detail"):
+            sent.append((statement, many))
+
+    sa.event.listen(store.db.engine, "before_cursor_execute", record)
+    try:
+        _advance_rounds(store, task_ids, 2)
+    finally:
+        sa.event.remove(store.db.engine, "before_cursor_execute", record)
+    assert sent and not any(many for _, many in sent), sent[:1]
+    assert len({statement for statement, _ in sent}) == 1
+    count = sa.select(sa.func.count()).select_from(sa.table("easy_job_task_detail"))
+    assert store.db.read("count", lambda conn: conn.scalar(count)) == 2 * TASKS

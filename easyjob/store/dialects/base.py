@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -165,6 +165,14 @@ class Dialect:
         """An INSERT into *table* that skips a row whose unique key (the *conflict*
         columns; None: any unique key) already has one, and fails on any other error."""
         raise NotImplementedError
+
+    def insert_rows(
+        self, conn: sa.Connection, insert: sa.Insert, rows: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Run *insert* (an INSERT into a table, no VALUES of its own) for every row of
+        *rows* (each with the same keys), in *conn*'s transaction. Default: an executemany,
+        which the drivers here send as one statement per row (SQLite and PyMySQL cheaply)."""
+        conn.execute(insert, list(rows))
 
     def lookup_sql(
         self, column: str, bound: Callable[[str], str], type_: sa.types.TypeEngine[Any]

@@ -146,7 +146,7 @@ class RunClaims:
                 d.c.task_id.in_(claimable.scalar_subquery()),
                 claimable_by(node_id),
             )
-            .order_by(d.c.due_time, d.c.id)
+            .order_by(d.c.due_time)  # not id as well: see RunReads.pending
             .limit(limit)
             .with_for_update(skip_locked=True)
         )

@@ -133,7 +133,17 @@ class RunReads:
         (see :func:`easyjob.core.strategies.read_scope`). Served by the index on (status,
         due_time) and the task's primary key, the share a filter on that range: the cost is
         per row returned (and per index entry of the range), whatever the backlog or the
-        number of tasks."""
+        number of tasks.
+
+        The database orders by due time alone, so that it can stop after *limit* rows of
+        the index: ordered by (due_time, id) as well, PostgreSQL read, joined and sorted
+        every run due at one instant before keeping *limit* (its index breaks ties by row
+        position, not id: 212 ms a read, against 0.7, with 20,000 minute tasks due on one
+        minute, issue 25). The rows returned are then put in (due_time, id) order here. On
+        SQLite and MariaDB the index's ties are in id order already (it holds the primary
+        key), so the same rows come back; on PostgreSQL, which of several runs due at the
+        same instant are cut by *limit* follows their place in the table (in practice the
+        order they were written in)."""
 
         def read(conn: sa.Connection) -> list[Candidate]:
             query = (
@@ -144,7 +154,7 @@ class RunReads:
                     d.c.due_time <= horizon,
                     t.c.status != str(TaskStatus.PAUSED),
                 )
-                .order_by(d.c.due_time, d.c.id)
+                .order_by(d.c.due_time)
                 .limit(limit)
             )
             if exclude:
@@ -153,7 +163,9 @@ class RunReads:
                 query = query.where(claimable_by(node_id))
             if scope is not None and scope.share is not None:
                 query = query.where(_in_scope(scope.share, scope.others_by))
-            return [_candidate(row) for row in conn.execute(query)]
+            found = [_candidate(row) for row in conn.execute(query)]
+            found.sort(key=_due_order)
+            return found
 
         return self._db.read("pending_runs", read)
 
@@ -169,6 +181,10 @@ class RunReads:
             return {row[0]: int(row[1]) for row in conn.execute(query)}
 
         return self._db.read("held_counts", read)
+
+
+def _due_order(candidate: Candidate) -> tuple[datetime, int]:
+    return candidate.due_time, candidate.id
 
 
 def read_runs(conn: sa.Connection, ids: Collection[int]) -> list[Run]:

@@ -22,6 +22,9 @@ runtime dependency of easyjob: the peers are installed only into those virtualen
 - ``apscheduler3``: ``apscheduler==3.11.3`` (or the newest 3.11.x if that is not available) in
   ONE process with an ``SQLAlchemyJobStore``: APScheduler 3 cannot share a job store.
 
+Huey, whose periodic tasks fire at most once a minute, is the peer of ``run_burst`` (minute
+bursts) instead, with the same virtualenvs (``ensure_venv``).
+
 Both register M no-op jobs firing every second, all on the same second (easyjob's
 ``* * * * * *``), and every execution appends a line to a ledger (``peerjob.py``). The figures
 are computed from the ledger alone (``ledger.py``) over the steady-state window: the fires

@@ -152,3 +152,22 @@ def test_trial_figures_map_onto_the_peers_keys() -> None:
     assert (got["runs_per_s"], got["missed"], got["duplicates"]) == (99.3, 10, 2)
     assert got["lateness_ms"] == {"p50": 5.0, "p95": 9.0, "p99": 12.0, "max": 30.0}
     assert got["cpu_s"] == [1.23, 2.0] and got["peer"] == "easyjob"
+
+
+def test_minute_bursts_from_a_ledger_skip_the_warm_up_and_count_each_burst() -> None:
+    from tests.perf.peers.run_burst import format_table as burst_table
+    from tests.perf.peers.run_burst import minutes_from_ledger
+
+    lines = [line(f"j{i}", T0, 5.0) for i in range(3)]  # warm-up burst: skipped
+    lines += [line("j0", T0 + 60, 10.0), line("j1", T0 + 60, 30.0), line("j1", T0 + 60, 40.0)]
+    lines += [line("j2", T0 + 120, 2000.0), "a torn line\n"]
+    first, second = minutes_from_ledger(lines, schedules=3)
+    assert (first["runs"], first["missing"], first["duplicates"]) == (3, 1, 1)
+    assert (first["drain_s"], first["late_p50_ms"], first["late_p99_ms"]) == (0.04, 30.0, 40.0)
+    assert first["drain_runs_per_s"] == 75.0
+    assert (second["runs"], second["missing"], second["drain_s"]) == (1, 2, 2.0)
+    first["cpu_ms_per_run"], second["cpu_ms_per_run"] = 0.5, 0.7
+    report = {"peer": "huey", "processes": 1, "minutes": [first, second]}
+    table = burst_table([report])
+    assert "huey (1 proc)" in table
+    assert "target (goal 5): easyjob cpu ms/run <= Huey's (0.5-0.7)" in table

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +49,16 @@ def test_easyjob_runs_beside_a_peer_in_one_table(capsys: pytest.CaptureFixture[s
     assert ours["cpu_ms_per_run"] > 0
     table = err[err.index("scheduler") :]
     assert "easyjob" in table and "apscheduler3" in table and "target" in table
+
+
+def test_huey_runs_its_minute_bursts(tmp_path: Path) -> None:
+    from tests.perf.peers.run_burst import HUEY, run_huey
+
+    python = run_peers.ensure_venv(HUEY)
+    # Huey's periodic read every 4 s instead of 60: a warm-up burst, then two measured ones
+    report = run_huey(python, schedules=30, minutes=2, workdir=tmp_path, period=4.0)
+    assert report["error"] is None, report
+    assert report["versions"]["huey"].startswith("3.5")
+    assert [m["runs"] for m in report["minutes"]] == [30, 30], report
+    assert all(m["missing"] == 0 and m["duplicates"] == 0 for m in report["minutes"])
+    assert all(m["cpu_ms_per_run"] > 0 for m in report["minutes"]), report
