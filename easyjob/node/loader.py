@@ -249,25 +249,30 @@ class Loader(Loop):
         A run that can start as soon as it is due (see :func:`_direct`) is claimed and
         started in one write (:meth:`RunStore.claim_started`) within :data:`CLAIM_LEAD` of its
         due time, when a worker here is free for it: the dispatcher calls it at that time.
-        One due later is left PENDING, and the loader wakes for it then. Every other run
-        (one due with no worker free for it, or a ``serial`` one due while its task has a
-        run here, which waits its turn) is claimed to wait in the timetable and be started
-        at its time (two writes)."""
+        One due later is left PENDING, and the loader wakes for it then; so is one due now
+        with no worker free for it: claimed to wait, it would cost a claim and a start (two
+        writes) and hold a run another node may have a worker for; the loader claims it
+        and starts it in one write when a worker here comes free (see :meth:`freed`), or
+        the misfire rule misses it. Every other run (a ``serial`` one due while its task
+        has a run here, which waits its turn; a ``skip`` one; one of several fires of its
+        task due at once) is claimed to wait in the timetable and be started at its time
+        (two writes)."""
         soon = now + CLAIM_LEAD
         held = self._dispatcher.tasks_held()
         direct = _direct(chosen, mine, soon)
         # a serial task's run here has most likely ended by its next fire's time: that
         # fire is left PENDING too (claimed ahead now, it would cost a write more)
-        at_once = [
+        due = [
             c
             for c in direct
             if c.due_time <= soon
             and (not exclusive(c.overlap, c.max_running) or c.task_id not in held)
         ]
         startable = self._dispatcher.startable(soon)
-        if len(at_once) > startable:  # more due than workers free: the admission rule's order
-            at_once = start_order(at_once, now)
-        at_once = at_once[:startable]
+        if len(due) > startable:  # more due than workers free: the admission rule's order
+            due = start_order(due, now)
+            self._wants_room = True  # claim the rest when a worker comes free
+        at_once = due[:startable]
         later = [c for c in direct if c.due_time > soon]
         if later:
             self._direct_at = min(c.due_time for c in later) - CLAIM_LEAD
@@ -275,7 +280,7 @@ class Loader(Loop):
         if at_once:
             serial = [c.id for c in at_once if exclusive(c.overlap, c.max_running)]
             won = self._writer.claim_started(at_once, exclusive=serial)
-        ids = {c.id for c in at_once} | {c.id for c in later}
+        ids = {c.id for c in due} | {c.id for c in later}
         rest = [c for c in chosen if c.id not in ids]
         if rest:
             won += self._writer.claim(rest)
