@@ -158,6 +158,20 @@ WRITE_NAME = "easyjob_write"
 _PENDING = "easyjob_rows_pending"
 
 
+def _named(what: str, fn: Callable[[sa.Connection], T]) -> Callable[[sa.Connection], T]:
+    """*fn*, its statements' rows counted under the store write *what* (see Counters)."""
+
+    def named(conn: sa.Connection) -> T:
+        conn.info[WRITE_NAME] = what
+        try:
+            return fn(conn)
+        finally:
+            with contextlib.suppress(sa_exc.InvalidRequestError):  # closed or invalidated
+                conn.info.pop(WRITE_NAME, None)
+
+    return named
+
+
 def inserted_statuses(context: Any) -> Counter[str]:
     """For an INSERT compiled by SQLAlchemy, how many of the rows given have each
     ``status``; ``{"": 1}`` for any other statement (or rows with no status)."""
@@ -286,34 +300,27 @@ class Database:
                     return found
             return fn(conn)
 
-        result: T = self.retry.retrying(what)(self._once, attempt, {}, what)
+        result: T = self.retry.retrying(what)(self._once, _named(what, attempt), {})
         return result
 
     def read(self, what: str, fn: Callable[[sa.Connection], T]) -> T:
         """Run *fn* in one read-only transaction, retried on transient errors."""
-        result: T = self.retry.retrying(what)(self._once, fn, READONLY, what)
+        result: T = self.retry.retrying(what)(self._once, _named(what, fn), READONLY)
         return result
 
-    def _once(self, fn: Callable[[sa.Connection], T], options: Mapping[str, Any], what: str) -> T:
+    def _once(self, fn: Callable[[sa.Connection], T], options: Mapping[str, Any]) -> T:
         if self.gate is not None and not options:
             with self.gate.held():
-                return self._transaction(fn, options, what)
-        return self._transaction(fn, options, what)
+                return self._transaction(fn, options)
+        return self._transaction(fn, options)
 
-    def _transaction(
-        self, fn: Callable[[sa.Connection], T], options: Mapping[str, Any], what: str
-    ) -> T:
+    def _transaction(self, fn: Callable[[sa.Connection], T], options: Mapping[str, Any]) -> T:
         try:
             with self.engine.connect() as conn:
-                conn.info[WRITE_NAME] = what  # rows counted by write (see Counters)
-                try:
-                    if options:
-                        conn = conn.execution_options(**options)
-                    with conn.begin():
-                        return fn(conn)
-                finally:
-                    with contextlib.suppress(sa_exc.InvalidRequestError):  # invalidated
-                        conn.info.pop(WRITE_NAME, None)
+                if options:
+                    conn = conn.execution_options(**options)
+                with conn.begin():
+                    return fn(conn)
         except Exception as err:
             self.counters.error(err)
             raise
