@@ -39,6 +39,10 @@ __all__ = ["Loader"]
 #: ``start_time`` its due time, and its worker calls it at that time.
 CLAIM_LEAD = timedelta(milliseconds=50)
 
+#: A node that left runs due PENDING for want of workers claims again once this share of
+#: its workers (1/N) has come free (see ``Loader.freed``).
+_WAKE_SHARE = 8
+
 #: Polls after which the loader forgets which tasks are not its code's, and reads again.
 _FORGET_POLLS = 60
 
@@ -111,6 +115,11 @@ class Loader(Loop):
         #: priorities differed among the runs due here lately: read past the window
         self._ranked = False
         self._wants_room = True  # the last claim was cut short by the room (see freed)
+        #: runs due left PENDING at the last claim for want of a free worker, and workers
+        #: freed since (see freed)
+        self._left = 0
+        self._frees = 0
+        self._wake_after = max(1, config.workers // _WAKE_SHARE)
 
     def freed(self, children: bool = False) -> None:
         """A worker came free: claim again at once if the last claim was cut short by the
@@ -119,9 +128,19 @@ class Loader(Loop):
         has children succeeded (*children*): its children are written due now, and this
         node's share of them is its own for half a poll only (see
         :class:`~easyjob.core.strategies.DefaultStrategy`). Outcomes come back many times a
-        second on a busy node, and each needless claim is a pending read."""
-        if self._wants_room or children:
+        second on a busy node, and each needless claim is a pending read. While runs due
+        were left PENDING for want of a free worker, it waits for as many workers as
+        there are such runs, or an eighth of its workers, whichever is fewer: a saturated
+        node then claims and starts them in batches, not one pending read and claim per
+        run that ends."""
+        if children or (self._wants_room and self._enough_free()):
             self.wake()
+
+    def _enough_free(self) -> bool:
+        if not self._left:
+            return True
+        self._frees += 1  # racing workers may lose a count: the poll is the bound
+        return self._frees >= min(self._left, self._wake_after)
 
     def step(self) -> float | None:
         if not self._liveness.fresh():
@@ -269,9 +288,11 @@ class Loader(Loop):
             and (not exclusive(c.overlap, c.max_running) or c.task_id not in held)
         ]
         startable = self._dispatcher.startable(soon)
+        self._left = self._frees = 0
         if len(due) > startable:  # more due than workers free: the admission rule's order
             due = start_order(due, now)
-            self._wants_room = True  # claim the rest when a worker comes free
+            self._wants_room = True  # claim the rest when workers come free
+            self._left = len(due) - startable
         at_once = due[:startable]
         later = [c for c in direct if c.due_time > soon]
         if later:
