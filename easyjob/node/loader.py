@@ -121,25 +121,24 @@ class Loader(Loop):
         self._frees = 0
         self._wake_after = max(1, config.workers // _WAKE_SHARE)
 
-    def freed(self, children: bool = False) -> None:
-        """A worker came free: claim again at once if the last claim was cut short by the
-        room the dispatcher had (a freed worker changes nothing else the claim looks at:
-        runs with no worker free are claimed to wait all the same), or if a run whose task
-        has children succeeded (*children*): its children are written due now, and this
-        node's share of them is its own for half a poll only (see
-        :class:`~easyjob.core.strategies.DefaultStrategy`). Outcomes come back many times a
-        second on a busy node, and each needless claim is a pending read. While runs due
-        were left PENDING for want of a free worker, it waits for as many workers as
-        there are such runs, or an eighth of its workers, whichever is fewer: a saturated
-        node then claims and starts them in batches, not one pending read and claim per
-        run that ends."""
-        if children or (self._wants_room and self._enough_free()):
+    def freed(self, children: bool = False, workers: int = 1) -> None:
+        """*workers* came free (runs ended): claim again at once if the last claim was cut
+        short by the room the dispatcher had or left runs due PENDING for want of a free
+        worker, or if a run whose task has children succeeded (*children*): its children
+        are written due now, and this node's share of them is its own for half a poll only
+        (see :class:`~easyjob.core.strategies.DefaultStrategy`). Outcomes come back many
+        times a second on a busy node, and each needless claim is a pending read. While
+        runs due were left PENDING for want of a free worker, it waits for as many workers
+        as there are such runs, or an eighth of its workers, whichever is fewer: a
+        saturated node then claims and starts them in batches, not one pending read and
+        claim per outcome batch."""
+        if children or (self._wants_room and self._enough_free(workers)):
             self.wake()
 
-    def _enough_free(self) -> bool:
+    def _enough_free(self, workers: int) -> bool:
         if not self._left:
             return True
-        self._frees += 1  # racing workers may lose a count: the poll is the bound
+        self._frees += workers  # racing threads may lose a count: the poll is the bound
         return self._frees >= min(self._left, self._wake_after)
 
     def step(self) -> float | None:

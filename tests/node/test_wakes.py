@@ -61,3 +61,7 @@ def test_runs_left_for_want_of_workers_wake_the_loader_once_enough_are_free(
     assert wakes == []  # one worker of 16 free: not yet
     loader.freed()
     assert wakes == [1]  # two (16 / 8): claim the next batch
+    node.tick()  # the claim: 2 started, 22 left
+    wakes.clear()
+    loader.freed(workers=3)  # an outcome batch of three runs
+    assert wakes == [1]
