@@ -10,7 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from easyjob.bench.window import WindowReadings
+from easyjob.bench.writes import rows_by_kind
 from easyjob.core.cron import CronSchedule
+from easyjob.core.store_values import ROWS_BY_WRITE
 from easyjob.store import RUNS_TABLE, TASKS_TABLE
 from easyjob.store.contract import Store
 
@@ -76,6 +78,13 @@ class TrialFigures:
     #: registration included), all nodes
     rows_written: dict[str, int] = field(default_factory=dict)
     rows_written_life: dict[str, int] = field(default_factory=dict)
+    #: over the window, per run finished in it: rows written by kind of write (see
+    #: :data:`easyjob.bench.writes.KINDS`: fire insert, gap summary insert, task-row
+    #: advance, claim, start, claim-and-start, end, miss_pending, ...), and the rows
+    #: written by kind in all, and by store write (``WRITE.TABLE.STATUS inserted``)
+    rows_per_run_by_kind: dict[str, float] = field(default_factory=dict)
+    rows_by_kind: dict[str, int] = field(default_factory=dict)
+    rows_by_write: dict[str, int] = field(default_factory=dict)
     #: the nodes' CPU over the window (read from /proc) per run, milliseconds
     window_cpu_ms_per_run: float | None = None
     #: the database server's CPU over the window (its process tree, read from /proc): per
@@ -135,6 +144,7 @@ def measure(
     counts = spent.counters
     window_runs = int(counts.get("finished", 0)) or len(per_fire)
     written = _rows_by_table(counts)
+    kinds = rows_by_kind(counts)
     return TrialFigures(
         nodes=len(node_stats),
         tasks=tasks,
@@ -170,6 +180,15 @@ def measure(
         task_rows_per_run=_per_run(written.get(TASKS_TABLE, 0) if counts else None, window_runs),
         rows_written=written,
         rows_written_life=_rows_by_table(*node_stats),
+        rows_by_kind=kinds,
+        rows_by_write={
+            key.removeprefix(ROWS_BY_WRITE): int(n)
+            for key, n in sorted(counts.items())
+            if key.startswith(ROWS_BY_WRITE) and n
+        },
+        rows_per_run_by_kind={
+            kind: round(n / window_runs, 4) for kind, n in kinds.items() if window_runs
+        },
         window_cpu_ms_per_run=_per_run(spent.nodes_cpu_s, window_runs, 1000),
         db_cpu_ms_per_run=_per_run(spent.db_cpu_s, window_runs, 1000),
         db_cpu_s=spent.db_cpu_s,

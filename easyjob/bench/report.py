@@ -48,6 +48,10 @@ def render(trials: Sequence[TrialFigures], probe: float | None, backend: str) ->
                 f"written {f.missed_after_insert:,} ({f.missed_after_insert / max(f.runs, 1):.2f} "
                 f"per run), MISSED summary rows {f.missed_summaries:,}"
             )
+    for f in trials:
+        if f.rows_per_run_by_kind:
+            split = ", ".join(f"{kind} {n:.2f}" for kind, n in f.rows_per_run_by_kind.items())
+            lines.append(f"{f.settings} {f.nodes} x {f.tasks}: rows/run by write: {split}")
     modes = sorted({f.claim_mode for f in trials})
     overlaps = sorted({f.overlap for f in trials})
     lines.append(f"claim mode: {', '.join(modes)}; tasks' overlap: {', '.join(overlaps)}")

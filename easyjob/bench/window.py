@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from prometheus_client.parser import text_string_to_metric_families
 
 from easyjob.bench.server_cpu import find_server, process_cpu_s, tree_cpu_s
+from easyjob.core.store_values import ROWS_BY_WRITE
 
 __all__ = ["WindowReadings", "WindowSampler", "locate_server", "node_counters"]
 
@@ -23,6 +24,7 @@ _SERIES = {
     ("easyjob_db_round_trips_total", "commit"): "commits",
 }
 _ROWS = "easyjob_db_rows_written_total"
+_BY_WRITE = "easyjob_db_rows_written_by_write_total"
 _FINISHED = "easyjob_runs_finished_total"  # by task and outcome: summed
 
 
@@ -31,8 +33,8 @@ class WindowReadings:
     """Over the window: CPU seconds of all nodes together and of the database server (None
     when it could not be read: *db_note* says why, or which process was read), and the
     nodes' counters summed (``finished``: runs whose function returned; ``statements``,
-    ``commits``, ``rows_written.TABLE``; empty when a node's ``/metrics`` could not be
-    read)."""
+    ``commits``, ``rows_written.TABLE``, ``rows_by_write.WRITE.TABLE.STATUS``; empty when a
+    node's ``/metrics`` could not be read)."""
 
     nodes_cpu_s: float | None
     db_cpu_s: float | None
@@ -65,6 +67,10 @@ def node_counters(metrics_url: str) -> dict[str, float] | None:
                 found["finished"] = found.get("finished", 0.0) + sample.value
             elif sample.name == _ROWS:
                 found[f"rows_written.{sample.labels['table']}"] = sample.value
+            elif sample.name == _BY_WRITE:
+                labels = sample.labels
+                write = f"{labels['write']}.{labels['table']}.{labels['status']}"
+                found[ROWS_BY_WRITE + write] = sample.value
             key = _SERIES.get((sample.name, sample.labels.get("kind", "")))
             if key is not None:
                 found[key] = sample.value

@@ -16,6 +16,7 @@ from easyjob.core.states import RunStatus
 __all__ = [
     "BLOCKED",
     "DB_ERROR_KINDS",
+    "ROWS_BY_WRITE",
     "Activity",
     "AuditEntry",
     "Backlog",
@@ -39,6 +40,10 @@ def is_pattern(name: str) -> bool:
 
 #: The kinds a store counts its failed database attempts by (``errors.KIND`` in
 #: :meth:`~easyjob.store.contract.Store.counters`); metrics show each from the start, at 0.
+#: The prefix of a store's counters of rows written by write:
+#: ``rows_by_write.WRITE.TABLE.STATUS`` (see :class:`easyjob.store.database.Counters`).
+ROWS_BY_WRITE = "rows_by_write."
+
 DB_ERROR_KINDS = ("connection", "deadlock", "lock", "read_only", "resources", "other")
 
 

@@ -99,7 +99,7 @@ class Dispatcher:
         tasks: dict[str, Registered],
         *,
         pool: Executor | None = None,
-        on_free: Callable[[bool], None] | None = None,
+        on_free: Callable[[bool, int], None] | None = None,
         metrics: Metrics = NO_METRICS,
         runnable: Mapping[str, Registered] | None = None,
         hooks: Hooks | None = None,
@@ -114,7 +114,8 @@ class Dispatcher:
         self._retry = timedelta(seconds=min(config.poll, 0.5))
         self._room = Room(lookahead_s=config.lookahead_s, max_held=config.max_held)
         self._behind = timedelta(seconds=config.poll)  # see Timetable.room
-        self._on_free = on_free  # told whether a run that may have children succeeded
+        # told whether a run that may have children succeeded, and how many runs ended
+        self._on_free = on_free
         #: tasks this node's code declares a child of (resolved names): their successes
         #: write child runs
         self._parents = parents
@@ -328,7 +329,8 @@ class Dispatcher:
                 self._table.finished(run.id, seconds)
             self._poke()
         if self._on_free is not None:
-            self._on_free(any(run.task_name in self._parents for run, _, _ in wins))
+            children = any(run.task_name in self._parents for run, _, _ in wins)
+            self._on_free(children, len(outcomes))
 
     def _time_out(self) -> None:
         mono = self._clock.monotonic()

@@ -48,6 +48,10 @@ __all__ = ["Loader"]
 #: ``start_time`` its due time, and its worker calls it at that time.
 CLAIM_LEAD = timedelta(milliseconds=50)
 
+#: A node that left runs due PENDING for want of workers claims again once this share of
+#: its workers (1/N) has come free (see ``Loader.freed``).
+_WAKE_SHARE = 8
+
 #: Polls after which the loader forgets which tasks are not its code's, and reads again.
 _FORGET_POLLS = 60
 
@@ -127,17 +131,31 @@ class Loader(Loop):
         #: the last read's home runs left room and none was late (see has_room_to_spare):
         #: the next read takes other nodes' late runs too
         self._spare = True
+        #: runs due left PENDING at the last claim for want of a free worker, and workers
+        #: freed since (see freed)
+        self._left = 0
+        self._frees = 0
+        self._wake_after = max(1, config.workers // _WAKE_SHARE)
 
-    def freed(self, children: bool = False) -> None:
-        """A worker came free: claim again at once if the last claim was cut short by the
-        room the dispatcher had (a freed worker changes nothing else the claim looks at:
-        runs with no worker free are claimed to wait all the same), or if a run whose task
-        has children succeeded (*children*): its children are written due now, and this
-        node's home children are its own to start (see
+    def freed(self, children: bool = False, workers: int = 1) -> None:
+        """*workers* came free (runs ended): claim again at once if the last claim was cut
+        short by the room the dispatcher had or left runs due PENDING for want of a free
+        worker, or if a run whose task has children succeeded (*children*): its children
+        are written due now, and this node's home children are its own to start (see
         :class:`~easyjob.core.strategies.DefaultStrategy`). Outcomes come back many times a
-        second on a busy node, and each needless claim is a pending read."""
-        if self._wants_room or children:
+        second on a busy node, and each needless claim is a pending read. While runs due
+        were left PENDING for want of a free worker, it waits for as many workers as there
+        are such runs, or an eighth of its workers, whichever is fewer: a saturated node
+        then claims and starts them in batches, not one pending read and claim per outcome
+        batch."""
+        if children or (self._wants_room and self._enough_free(workers)):
             self.wake()
+
+    def _enough_free(self, workers: int) -> bool:
+        if not self._left:
+            return True
+        self._frees += workers  # racing threads may lose a count: the poll is the bound
+        return self._frees >= min(self._left, self._wake_after)
 
     def step(self) -> float | None:
         if not self._liveness.fresh():
@@ -277,25 +295,32 @@ class Loader(Loop):
         A run that can start as soon as it is due (see :func:`_direct`) is claimed and
         started in one write (:meth:`RunStore.claim_started`) within :data:`CLAIM_LEAD` of its
         due time, when a worker here is free for it: the dispatcher calls it at that time.
-        One due later is left PENDING, and the loader wakes for it then. Every other run
-        (one due with no worker free for it, or a ``serial`` one due while its task has a
-        run here, which waits its turn) is claimed to wait in the timetable and be started
-        at its time (two writes)."""
+        One due later is left PENDING, and the loader wakes for it then; so is one due now
+        with no worker free for it: claimed to wait, it would cost a claim and a start (two
+        writes) and hold a run another node may have a worker for; the loader claims it
+        and starts it in one write when a worker here comes free (see :meth:`freed`), or
+        the misfire rule misses it. Every other run (a ``serial`` one due while its task
+        has a run here, which waits its turn; a ``skip`` one; one of several fires of its
+        task due at once) is claimed to wait in the timetable and be started at its time
+        (two writes)."""
         soon = now + CLAIM_LEAD
         held = self._dispatcher.tasks_held()
         direct = _direct(chosen, mine, soon)
         # a serial task's run here has most likely ended by its next fire's time: that
         # fire is left PENDING too (claimed ahead now, it would cost a write more)
-        at_once = [
+        due = [
             c
             for c in direct
             if c.due_time <= soon
             and (not exclusive(c.overlap, c.max_running) or c.task_id not in held)
         ]
         startable = self._dispatcher.startable(soon)
-        if len(at_once) > startable:  # more due than workers free: the admission rule's order
-            at_once = start_order(at_once, now)
-        at_once = at_once[:startable]
+        self._left = self._frees = 0
+        if len(due) > startable:  # more due than workers free: the admission rule's order
+            due = start_order(due, now)
+            self._wants_room = True  # claim the rest when workers come free
+            self._left = len(due) - startable
+        at_once = due[:startable]
         later = [c for c in direct if c.due_time > soon]
         if later:
             self._direct_at = min(c.due_time for c in later) - CLAIM_LEAD
@@ -303,7 +328,7 @@ class Loader(Loop):
         if at_once:
             serial = [c.id for c in at_once if exclusive(c.overlap, c.max_running)]
             won = self._writer.claim_started(at_once, exclusive=serial)
-        ids = {c.id for c in at_once} | {c.id for c in later}
+        ids = {c.id for c in due} | {c.id for c in later}
         rest = [c for c in chosen if c.id not in ids]
         if rest:
             won += self._writer.claim(rest)

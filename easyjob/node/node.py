@@ -240,7 +240,7 @@ class Node:
             self.liveness,
             registered,
             pool=self._pool,
-            on_free=lambda children: self.loader.freed(children),
+            on_free=lambda children, ended: self.loader.freed(children, ended),
             metrics=self.metrics,
             runnable=self.registry.runnable(),
             hooks=self.hooks,

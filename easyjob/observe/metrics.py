@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 
 from easyjob.core.records import Advance, TaskRow
 from easyjob.core.states import RunStatus
-from easyjob.core.store_values import DB_ERROR_KINDS
+from easyjob.core.store_values import DB_ERROR_KINDS, ROWS_BY_WRITE
 
 __all__ = [
     "DEFAULT_TASK_LABELS",
@@ -329,6 +329,17 @@ class _Live(Collector):
             if key.startswith("rows_written."):
                 rows.add_metric([key.removeprefix("rows_written.")], value)
         yield rows
+        by_write = CounterMetricFamily(
+            "easyjob_db_rows_written_by_write",
+            "Rows this node's statements wrote, by store write (the transaction's name), "
+            "table, and status inserted (empty for other statements)",
+            labels=["write", "table", "status"],
+        )
+        for key, value in sorted(counts.items()):
+            if key.startswith(ROWS_BY_WRITE):
+                write, table, status = key.removeprefix(ROWS_BY_WRITE).split(".")
+                by_write.add_metric([write, table, status], value)
+        yield by_write
         errors = CounterMetricFamily(
             "easyjob_db_errors",
             "Database errors by kind (each failed attempt; transient ones are retried)",

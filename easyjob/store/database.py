@@ -6,12 +6,14 @@ import contextlib
 import logging
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
+from easyjob.core.store_values import ROWS_BY_WRITE
 from easyjob.errors import (
     ConfigError,
     DatabaseUnavailableError,
@@ -44,13 +46,21 @@ class Counters:
     a ``RETURNING`` statement only as they are fetched (0 right after it runs), while
     psycopg forgets the count once the cursor is closed. On MariaDB an
     ``INSERT ... ON DUPLICATE KEY UPDATE`` counts a row it skipped as one (SQLAlchemy's
-    PyMySQL connections report rows found, not rows changed)."""
+    PyMySQL connections report rows found, not rows changed).
+
+    Rows are also counted by *write*: the name of the store write whose transaction ran
+    the statement (:meth:`Database.write`'s ``what``, e.g. ``advance_tasks``,
+    ``claim_started_runs``), the table, and for an INSERT of rows with a ``status`` the
+    status inserted (``""`` else): what a run costs, write by write. An INSERT of several
+    statuses at once has its row count shared out by the statuses of the rows it was
+    given (exact unless the database skipped some as duplicates)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.statements = 0
         self.commits = 0
         self.rows: dict[str, int] = {}
+        self.by_write: dict[tuple[str, str, str], int] = {}
         self.errors: dict[str, int] = {}
         self._late = False
 
@@ -78,10 +88,11 @@ class Counters:
         table = written_table(statement, context)
         if table is None:
             return
+        kind = (conn.info.get(WRITE_NAME, ""), table, inserted_statuses(context))
         if self._late:
-            conn.info[_PENDING] = (cursor, table)
+            conn.info[_PENDING] = (cursor, kind)
         else:
-            self._add(table, cursor.rowcount)
+            self._add(kind, cursor.rowcount)
 
     def _settle(self, conn: sa.Connection) -> None:
         if not self._late:
@@ -93,10 +104,15 @@ class Counters:
         if pending is not None:
             self._add(pending[1], pending[0].rowcount)
 
-    def _add(self, table: str, count: int) -> None:
-        if count > 0:  # -1: the driver does not know
-            with self._lock:
-                self.rows[table] = self.rows.get(table, 0) + count
+    def _add(self, kind: tuple[str, str, Counter[str]], count: int) -> None:
+        if count <= 0:  # -1: the driver does not know
+            return
+        write, table, statuses = kind
+        with self._lock:
+            self.rows[table] = self.rows.get(table, 0) + count
+            for status, n in _share(count, statuses).items():
+                key = (write, table, status)
+                self.by_write[key] = self.by_write.get(key, 0) + n
 
     def _commit(self, conn: sa.Connection) -> None:
         self._settle(conn)
@@ -123,16 +139,58 @@ class Counters:
         with self._lock:
             rows = {f"rows_written.{table}": n for table, n in sorted(self.rows.items())}
             errors = {f"errors.{kind}": n for kind, n in self.errors.items()}
+            writes = {
+                f"{ROWS_BY_WRITE}{write}.{table}.{status}": n
+                for (write, table, status), n in sorted(self.by_write.items())
+            }
             return {
                 "statements": self.statements,
                 "commits": self.commits,
                 "rows_written": sum(self.rows.values()),
                 **rows,
                 **errors,
+                **writes,
             }
 
 
+#: ``conn.info`` key: the name of the store write whose transaction the connection runs.
+WRITE_NAME = "easyjob_write"
 _PENDING = "easyjob_rows_pending"
+
+
+def _named(what: str, fn: Callable[[sa.Connection], T]) -> Callable[[sa.Connection], T]:
+    """*fn*, its statements' rows counted under the store write *what* (see Counters)."""
+
+    def named(conn: sa.Connection) -> T:
+        conn.info[WRITE_NAME] = what
+        try:
+            return fn(conn)
+        finally:
+            with contextlib.suppress(sa_exc.InvalidRequestError):  # closed or invalidated
+                conn.info.pop(WRITE_NAME, None)
+
+    return named
+
+
+def inserted_statuses(context: Any) -> Counter[str]:
+    """For an INSERT compiled by SQLAlchemy, how many of the rows given have each
+    ``status``; ``{"": 1}`` for any other statement (or rows with no status)."""
+    params = getattr(context, "compiled_parameters", None) if context is not None else None
+    if not params or not context.isinsert:
+        return Counter({"": 1})
+    return Counter(str(p.get("status") or "") for p in params)
+
+
+def _share(count: int, statuses: Counter[str]) -> dict[str, int]:
+    """*count* rows shared out by *statuses* (a count of rows given per status) in
+    proportion, the rounding's rest to the most common."""
+    total = sum(statuses.values())
+    out = {status: count * n // total for status, n in statuses.items()}
+    top = max(statuses, key=lambda status: (statuses[status], status))
+    out[top] += count - sum(out.values())
+    return {status: n for status, n in out.items() if n}
+
+
 _DML = re.compile(
     r"\s*(?:INSERT\s+(?:IGNORE\s+)?INTO|REPLACE\s+INTO|UPDATE|DELETE\s+FROM)\s+[`\"]?(\w+)",
     re.IGNORECASE,
@@ -242,12 +300,12 @@ class Database:
                     return found
             return fn(conn)
 
-        result: T = self.retry.retrying(what)(self._once, attempt, {})
+        result: T = self.retry.retrying(what)(self._once, _named(what, attempt), {})
         return result
 
     def read(self, what: str, fn: Callable[[sa.Connection], T]) -> T:
         """Run *fn* in one read-only transaction, retried on transient errors."""
-        result: T = self.retry.retrying(what)(self._once, fn, READONLY)
+        result: T = self.retry.retrying(what)(self._once, _named(what, fn), READONLY)
         return result
 
     def _once(self, fn: Callable[[sa.Connection], T], options: Mapping[str, Any]) -> T:

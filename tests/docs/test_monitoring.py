@@ -28,6 +28,7 @@ def exported() -> set[str]:
             "commits": 1,
             "errors.lock": 1,
             "rows_written.easy_job_task_detail": 1,
+            "rows_by_write.runs_success.easy_job_task_detail.": 1,
         },
     )
     text = generate_latest(metrics.registry).decode()

@@ -41,3 +41,27 @@ def test_a_freed_worker_wakes_a_loader_whose_claim_room_cut_short(
     wakes = _wakes(node, monkeypatch)
     node.tick(1.0)
     assert wakes
+
+
+def test_runs_left_for_want_of_workers_wake_the_loader_once_enough_are_free(
+    rig: Callable[..., Rig], registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs due with no worker free stay PENDING; the loader claims them once as many
+    workers are free as there are such runs, or an eighth of its workers: in batches, not
+    a pending read per run that ends."""
+    for i in range(40):
+        task(registry, f"t{i}", overlap="allow")
+    node = rig(workers=16)  # 40 due each second: 16 start, 24 are left PENDING
+    node.pool.finish = lambda keep=None: 0  # type: ignore[assignment,method-assign]
+    node.tick(1.0)
+    assert len(node.pool.queued) == 16
+    wakes = _wakes(node, monkeypatch)
+    loader = node.node.loader
+    loader.freed()
+    assert wakes == []  # one worker of 16 free: not yet
+    loader.freed()
+    assert wakes == [1]  # two (16 / 8): claim the next batch
+    node.tick()  # the claim: 2 started, 22 left
+    wakes.clear()
+    loader.freed(workers=3)  # an outcome batch of three runs
+    assert wakes == [1]

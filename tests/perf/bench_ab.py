@@ -51,6 +51,10 @@ _FIGURES = (
     ("st/run", "window_statements_per_run", 3),
     ("db ms/run", "db_cpu_ms_per_run", 3),
     ("xact/run", "xact_per_run", 3),
+    ("rows/run", "rows_per_run", 2),
+    ("run rows", "run_rows_per_run", 2),
+    ("task rows", "task_rows_per_run", 2),
+    ("missed after insert/run", "after_insert_per_run", 2),
 )
 
 
@@ -122,6 +126,9 @@ def trial(root: Path, url: str, bench: list[str], workdir: Path) -> dict[str, An
         raise RuntimeError(f"bench failed ({done.returncode}): {done.stderr[-3000:]}")
     figures: dict[str, Any] = json.loads(done.stdout)["trials"][0]
     figures["p99"] = figures["lateness_ms"]["p99"]
+    figures["after_insert_per_run"] = figures.get("missed_after_insert", 0) / max(
+        1, figures.get("window_runs") or figures["runs"]
+    )
     return figures
 
 
@@ -191,6 +198,10 @@ def main(argv: list[str]) -> int:
                     results[label].append(figures)
                     took = time.monotonic() - started
                     print(_row(f"{label}{round_} ({took:.0f} s)", figures), flush=True)
+                    kinds = figures.get("rows_per_run_by_kind")
+                    if kinds:  # a checkout whose bench reports rows by kind of write
+                        split = ", ".join(f"{k} {n:.2f}" for k, n in kinds.items())
+                        print(f"|   rows/run by write: {split} |", flush=True)
         finally:
             databases.close()
     for label in roots:

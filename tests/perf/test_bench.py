@@ -75,6 +75,14 @@ def test_bench_measures_a_small_cluster(tmp_path: Path, capsys: pytest.CaptureFi
     window_rows = trial["rows_written"]["easy_job_task_detail"]
     assert window_rows == pytest.approx(trial["run_rows_per_run"] * trial["window_runs"], abs=1)
     assert trial["rows_written_life"]["easy_job_task_detail"] > window_rows
+    # by kind of write: every run row written is one of a kind, idle runs the direct way
+    kinds = trial["rows_by_kind"]
+    assert sum(n for k, n in kinds.items() if k not in ("task-row advance", "other")) == (
+        window_rows
+    )
+    assert kinds["claim-and-start"] > 0 and kinds["end"] > 0  # (fires were written ahead)
+    assert trial["rows_by_write"]["runs_success.easy_job_task_detail."] == kinds["end"]
+    assert trial["rows_per_run_by_kind"]["end"] == pytest.approx(1.0, abs=0.2)
     assert trial["window_cpu_ms_per_run"] > 0
     # SQLite has no server process
     assert (trial["db_cpu_ms_per_run"], trial["db_cpu_s"]) == (None, None)

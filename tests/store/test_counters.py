@@ -8,9 +8,11 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from easyjob.core.records import Advance, PlannedFire
+from easyjob.core.states import RunStatus
 from easyjob.store import Store, schema
 from easyjob.store.database import Counters, written_table
-from tests.store.conftest import make_pending
+from tests.store.conftest import every_second, make_pending
 
 _meta = sa.MetaData()
 _t = sa.Table(
@@ -154,3 +156,38 @@ def test_an_insert_that_skips_existing_rows_counts_the_rows_it_wrote(
     # MariaDB's ON DUPLICATE KEY UPDATE reports the existing row it left alone as found
     # (SQLAlchemy's PyMySQL connections count rows found): one more (docs/performance.md)
     assert _by_table(store)[meta.name] - before == (3 if db_backend == "mariadb" else 2)
+
+
+def _by_write(store: Store) -> dict[str, int]:
+    return {
+        key.removeprefix("rows_by_write."): n
+        for key, n in store.counters().items()
+        if key.startswith("rows_by_write.")
+    }
+
+
+def test_a_store_counts_rows_by_write_and_status_inserted(store: Store) -> None:
+    (task,) = store.tasks.upsert([every_second("gappy")])
+    assert task.next_start_time is not None
+    first = task.next_start_time
+    missed = PlannedFire(
+        first,
+        RunStatus.MISSED,
+        "missed",
+        missed_count=3,
+        last_fire_time=first + timedelta(seconds=2),
+    )
+    fires = (missed, *(PlannedFire(first + timedelta(seconds=i)) for i in (3, 4)))
+    advance = Advance(task.id, task.version, first + timedelta(seconds=5), fires)
+    before = _by_write(store)
+    assert store.tasks.advance("n1", [advance]) == [task.id]
+    candidates = store.runs.pending(first + timedelta(seconds=5), 10)
+    assert len(store.runs.claim_started("n1", candidates[:1])) == 1
+    assert len(store.runs.claim("n1", candidates[1:])) == 1
+    assert _delta(before, _by_write(store)) == {
+        "advance_tasks.easy_job_task.": 1,
+        "advance_tasks.easy_job_task_detail.MISSED": 1,
+        "advance_tasks.easy_job_task_detail.PENDING": 2,
+        "claim_started_runs.easy_job_task_detail.": 1,
+        "claim_runs.easy_job_task_detail.": 1,
+    }

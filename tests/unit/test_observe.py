@@ -49,6 +49,7 @@ def test_claims_recoveries_and_scrape_time_gauges() -> None:
     counts = {"statements": 40, "commits": 9, "errors.connection": 2, "errors.deadlock": 1}
     counts.update({"rows_written": 7, "rows_written.easy_job_task": 2})
     counts["rows_written.easy_job_task_detail"] = 5
+    counts["rows_by_write.advance_tasks.easy_job_task_detail.MISSED"] = 3
     metrics.watch(
         Gauges(
             held=lambda: 4,
@@ -75,6 +76,8 @@ def test_claims_recoveries_and_scrape_time_gauges() -> None:
         ("easyjob_db_rows_written_total", frozenset({("table", "easy_job_task")})): 2,
         ("easyjob_db_rows_written_total", frozenset({("table", "easy_job_task_detail")})): 5,
     }
+    by_write = ("write", "advance_tasks"), ("table", "easy_job_task_detail"), ("status", "MISSED")
+    assert found[("easyjob_db_rows_written_by_write_total", frozenset(by_write))] == 3
     counts["statements"] = 41  # read again at the next scrape
     assert (
         values(metrics)[("easyjob_db_round_trips_total", frozenset({("kind", "statement")}))] == 41

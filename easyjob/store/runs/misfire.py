@@ -56,7 +56,7 @@ class RunMisfires:
             )
             return set(moved) or None
 
-        return self._db.write("runs_missed", write, landed=landed)
+        return self._db.write("miss_pending", write, landed=landed)
 
 
 def skip_unstarted(

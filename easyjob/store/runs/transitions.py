@@ -172,7 +172,7 @@ class RunTransitions:
         def landed(conn: sa.Connection) -> set[int] | None:
             return set(moved(conn, expected, status, node)) or None
 
-        return self._db.write(f"runs_{status.lower()}", write, landed=landed)
+        return self._db.write(f"close_{status.lower()}", write, landed=landed)
 
     def finish(self, run: Run) -> bool:
         """RUNNING -> SUCCESS: :meth:`finish_many` for one run. False if fenced."""
