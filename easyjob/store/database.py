@@ -22,7 +22,7 @@ from easyjob.errors import (
 )
 from easyjob.store.compat import SCHEMA_VERSION_ROW, VERSION_TABLE, judge, read_versions
 from easyjob.store.dialects import Dialect, dialect_for
-from easyjob.store.dialects.base import NO_COMMIT
+from easyjob.store.dialects.base import NO_COMMIT, array_param
 from easyjob.store.engine import READONLY, create_engine, db_now, safe_url
 from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions, per_id, per_key, status_is
 from easyjob.store.retry import RetryPolicy, error_kind, first_line
@@ -174,11 +174,23 @@ def _named(what: str, fn: Callable[[sa.Connection], T]) -> Callable[[sa.Connecti
 
 def inserted_statuses(context: Any) -> Counter[str]:
     """For an INSERT compiled by SQLAlchemy, how many of the rows given have each
-    ``status``; ``{"": 1}`` for any other statement (or rows with no status)."""
+    ``status`` (a row per parameter set, or, in an INSERT of arrays, a row per element of
+    the status array: see :func:`~easyjob.store.dialects.base.array_param`); ``{"": 1}``
+    for any other statement (or rows with no status)."""
     params = getattr(context, "compiled_parameters", None) if context is not None else None
     if not params or not context.isinsert:
         return Counter({"": 1})
-    return Counter(str(p.get("status") or "") for p in params)
+    statuses: Counter[str] = Counter()
+    for p in params:
+        arrayed = p.get(_STATUS_ARRAY)
+        if isinstance(arrayed, list | tuple):
+            statuses.update(str(status or "") for status in arrayed)
+        else:
+            statuses[str(p.get("status") or "")] += 1
+    return statuses or Counter({"": 1})
+
+
+_STATUS_ARRAY = array_param("status")
 
 
 def _share(count: int, statuses: Counter[str]) -> dict[str, int]:

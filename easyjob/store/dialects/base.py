@@ -14,7 +14,7 @@ from easyjob.clock import Clock, SystemClock
 from easyjob.store.expressions import PRIMARY_KEY_HINT, in_list
 from easyjob.store.gate import WriteGate
 
-__all__ = ["AUTOCOMMITS", "NO_COMMIT", "Dialect", "EngineOptions"]
+__all__ = ["AUTOCOMMITS", "NO_COMMIT", "Dialect", "EngineOptions", "array_param"]
 
 #: Why a connection lent to easyjob cannot hold its writes: see :meth:`Dialect.unusable`.
 AUTOCOMMITS = "it commits each statement by itself (autocommit)"
@@ -207,3 +207,11 @@ class Dialect:
         """Hold, inside *conn*'s transaction, the lock schema creators take turns through.
         Default: nothing beyond the transaction's own write lock."""
         yield
+
+
+def array_param(column: str) -> str:
+    """The name of the parameter holding *column*'s values in an INSERT of arrays (one
+    array per column: :meth:`PostgreSQLDialect.insert_rows
+    <easyjob.store.dialects.postgresql.PostgreSQLDialect.insert_rows>`); the store's row
+    counters read the inserted statuses from it."""
+    return f"rows_{column}"

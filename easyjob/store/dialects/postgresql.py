@@ -10,7 +10,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
-from easyjob.store.dialects.base import AUTOCOMMITS, NO_COMMIT, Dialect, EngineOptions
+from easyjob.store.dialects.base import (
+    AUTOCOMMITS,
+    NO_COMMIT,
+    Dialect,
+    EngineOptions,
+    array_param,
+)
 
 __all__ = ["PREPARE_THRESHOLD", "PostgreSQLDialect", "begin_sql", "prepare_threshold"]
 
@@ -206,7 +212,7 @@ class PostgreSQLDialect(Dialect):
         columns = [table.c[key] for key in keys]
         arrays = [
             sa.func.unnest(
-                sa.bindparam(f"rows_{key}", [row[key] for row in rows], type_=sa.ARRAY(col.type))
+                sa.bindparam(array_param(key), [row[key] for row in rows], type_=sa.ARRAY(col.type))
             )
             for key, col in zip(keys, columns, strict=True)
         ]
