@@ -41,6 +41,10 @@ MAX_SHARDS = 1000
 ORIGIN_CODE = "code"
 ORIGIN_RUNTIME = "runtime"
 
+#: The kwargs of every task that has none: one empty dict shared, not one per task (64 B
+#: each: 6 MB for 100,000 tasks, issue 25). Only ever read (``Mapping``); never mutated.
+_NO_KWARGS: dict[str, Any] = {}
+
 
 def _ms(value: timedelta | None) -> int | None:
     return None if value is None else round(value.total_seconds() * 1000)
@@ -147,8 +151,8 @@ class TaskSpec:
                 raise TaskDefinitionError(f"{what}: {name} must be a timedelta >= 0, got {value!r}")
         if self.timeout is not None and self.timeout <= timedelta(0):
             raise TaskDefinitionError(f"{what}: timeout must be positive, got {self.timeout!r}")
-        if not self.kwargs:  # most tasks: no JSON round trip
-            object.__setattr__(self, "kwargs", {})
+        if not self.kwargs:  # most tasks: no JSON round trip, and one empty mapping for all
+            object.__setattr__(self, "kwargs", _NO_KWARGS)
             return
         try:
             kwargs = json.loads(json.dumps(dict(self.kwargs), allow_nan=False))

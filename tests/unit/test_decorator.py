@@ -362,3 +362,17 @@ def test_the_same_parent_named_two_ways_is_refused_once_resolved() -> None:
     scheduled(parent=["job", job], registry=registry)(plain)
     with pytest.raises(TaskDefinitionError, match=rf"parent\(s\) '{__name__}.job' given more"):
         registry.resolved()
+
+
+def test_tasks_without_kwargs_share_one_empty_mapping_and_kwargs_stay_their_own() -> None:
+    """A task without kwargs holds no dict of its own (64 B a task: issue 25's large
+    catalogues); one with kwargs holds a copy, untouched by later changes to the caller's."""
+    registry = Registry()
+    scheduled("@hourly", registry=registry)(job)
+    scheduled("@daily", registry=registry)(plain)
+    given = {"n": 1}
+    scheduled("@hourly", registry=registry, kwargs=given)(with_kwargs)
+    given["n"] = 2
+    specs = {spec.func.rsplit(":", 1)[1]: spec for spec in registry.resolved()}
+    assert specs["job"].kwargs == {} and specs["job"].kwargs is specs["plain"].kwargs
+    assert specs["with_kwargs"].kwargs == {"n": 1}
