@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from easyjob.core.records import Advance, PlannedFire, Run, TaskSpec
+from easyjob.core.records import Advance, Candidate, PlannedFire, Run, TaskSpec
 from easyjob.store import RUNS_TABLE, Store
 from tests.conftest import FAST_RETRY
 from tests.rig.backends import ALL_BACKENDS, backend_params
@@ -92,6 +92,16 @@ def waiting_on_a_lock(store: Store) -> int:
             " AND info LIKE '%FOR UPDATE%' AND time_ms > 200"
         )
     return int(store.db.read("test", lambda conn: conn.scalar(sa.text(sql))))
+
+
+def exclusive_start_by_b(store: Store, how: str, candidate: Candidate) -> Callable[[], Any]:
+    """Node B's start of *candidate* as an exclusive run, for :func:`start_beside_a_held_start`,
+    either way a run starts: *how* ``start`` claims it now and returns its ``start_many``,
+    ``claim_started`` returns its claim and start in one write."""
+    if how == "start":
+        (run,) = store.runs.claim("node-b", [candidate])
+        return lambda: store.runs.start_many([run], exclusive={run.id})
+    return lambda: store.runs.claim_started("node-b", [candidate], exclusive={candidate.id})
 
 
 def start_beside_a_held_start(

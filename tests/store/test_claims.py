@@ -17,6 +17,7 @@ from easyjob.store.database import at_versions
 from easyjob.store.schema import task_detail_table as d
 from tests.conftest import FAST_RETRY
 from tests.store.conftest import (
+    exclusive_start_by_b,
     make_pending,
     race_in_processes,
     start_beside_a_held_start,
@@ -303,13 +304,7 @@ def test_a_serial_start_waits_for_one_in_flight_and_sees_it(
         pytest.skip("sqlite: one writer at a time, so B's start waits for A's by design")
     first, second = _candidates(store, make_pending(store, fires=2))
     (a_run,) = store.runs.claim("node-a", [first])
-    if how == "start":
-        (b_run,) = store.runs.claim("node-b", [second])
-        b_start = lambda: store.runs.start_many([b_run], exclusive={b_run.id})  # noqa: E731
-    else:
-        b_start = lambda: store.runs.claim_started(  # noqa: E731
-            "node-b", [second], exclusive={second.id}
-        )
+    b_start = exclusive_start_by_b(store, how, second)
     a_result, b_result = start_beside_a_held_start(store, db_url, a_run, b_start)
     assert a_result[a_run.id] is not BLOCKED
     assert b_result == ({second.id: BLOCKED} if how == "start" else [])

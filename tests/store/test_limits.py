@@ -16,7 +16,12 @@ from easyjob.store.contract import BLOCKED
 from easyjob.store.schema import task_detail_table as d
 from easyjob.store.schema import task_table as t
 from tests.conftest import FAST_RETRY
-from tests.store.conftest import pending_fires, race_in_processes, start_beside_a_held_start
+from tests.store.conftest import (
+    exclusive_start_by_b,
+    pending_fires,
+    race_in_processes,
+    start_beside_a_held_start,
+)
 
 
 def _pending(store: Store, name: str) -> list[Candidate]:
@@ -80,13 +85,7 @@ def test_a_start_at_the_limit_waits_for_one_in_flight_and_sees_it(
     first, second, third = _limited(store, 3, 2)
     assert store.runs.claim_started("node-0", [first], exclusive={first.id})
     (a_run,) = store.runs.claim("node-a", [second])
-    if how == "start":
-        (b_run,) = store.runs.claim("node-b", [third])
-        b_start = lambda: store.runs.start_many([b_run], exclusive={b_run.id})  # noqa: E731
-    else:
-        b_start = lambda: store.runs.claim_started(  # noqa: E731
-            "node-b", [third], exclusive={third.id}
-        )
+    b_start = exclusive_start_by_b(store, how, third)
     a_result, b_result = start_beside_a_held_start(store, db_url, a_run, b_start)
     assert a_result[a_run.id] is not BLOCKED
     assert b_result == ({third.id: BLOCKED} if how == "start" else [])
