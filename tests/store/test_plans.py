@@ -118,13 +118,7 @@ def _fill(store: Store) -> None:
         conn.execute(d.update().where(d.c.id.in_(finished)).values(status="SUCCESS"))
 
     store.db.write("test", finish)
-    if store.db.dialect != "sqlite":
-        with store.db.engine.connect() as conn:
-            for table in ("easy_job_task", "easy_job_task_detail"):
-                conn.exec_driver_sql(
-                    f"ANALYZE {'TABLE ' if store.db.dialect != 'postgresql' else ''}{table}"
-                )
-            conn.commit()
+    analyze(store)
 
 
 def test_the_pending_read_searches_the_pending_index(store: Store) -> None:
@@ -150,13 +144,7 @@ def test_the_pending_read_stops_at_its_limit_when_a_minute_burst_is_due(store: S
         for at in (minute, minute + timedelta(minutes=1))
     ]
     store.db.write("test", lambda conn: conn.execute(d.insert(), rows))
-    if store.db.dialect != "sqlite":
-        with store.db.engine.connect() as conn:
-            for table in ("easy_job_task", "easy_job_task_detail"):
-                conn.exec_driver_sql(
-                    f"ANALYZE {'TABLE ' if store.db.dialect != 'postgresql' else ''}{table}"
-                )
-            conn.commit()
+    analyze(store)
     horizon = minute + timedelta(seconds=1)
     read = lambda: store.runs.pending(horizon, 100, [999_999], node_id="n1")  # noqa: E731
     (sent,) = _statements(store, read)
