@@ -162,7 +162,8 @@ def _next_minute(moment: datetime) -> datetime:
     return moment.replace(second=0, microsecond=0) + timedelta(minutes=1)
 
 
-def _sleep_until(epoch: float) -> None:
+def sleep_until(epoch: float) -> None:
+    """Sleep until *epoch* (wall-clock seconds), a second at a time."""
     while (left := epoch - time.time()) > 0:
         time.sleep(min(left, 1.0))
 
@@ -196,7 +197,7 @@ def run_burst(
             _say(f"live after {live_s:.1f} s; warm-up minute {warm:%H:%M}")
             first = warm + timedelta(minutes=1)
             measured = [first + timedelta(minutes=i) for i in range(minutes)]
-            _sleep_until(first.timestamp() - LEAD_S - 2)
+            sleep_until(first.timestamp() - LEAD_S - 2)
             with_statements = statements > 0 and _statements_reset(server)
             readings: list[WindowReadings] = []
             pending: list[int] = []
@@ -205,10 +206,10 @@ def run_burst(
                 sampler = WindowSampler([p.pid for p in procs], metrics, db_pid, db_note)
                 offset = time.monotonic() - time.time()
                 sampler.start(begin + offset, begin + 60 + offset)
-                _sleep_until(minute.timestamp() + 30)
+                sleep_until(minute.timestamp() + 30)
                 pending.append(_pending(engine))
                 _say(f"minute {minute:%H:%M}: {pending[-1]:,} PENDING rows at +30 s")
-                _sleep_until(begin + 60.5)
+                sleep_until(begin + 60.5)
                 readings.append(sampler.close())
             top = _top_statements(server, statements) if with_statements and server else []
             _stop(procs, workdir)

@@ -35,7 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tests.perf.minute_burst import run_burst
+from tests.perf.minute_burst import run_burst, sleep_until
 from tests.perf.peers.cpu import proc_cpu
 from tests.perf.peers.ledger import percentile
 from tests.perf.peers.run_peers import Peer, ensure_venv
@@ -114,9 +114,9 @@ def run_huey(
         cpu = []
         for k in range(1, minutes + 1):
             begin = started + period * k - LEAD_S
-            _sleep_until(begin)
+            sleep_until(begin)
             first = proc_cpu(proc.pid)
-            _sleep_until(begin + period)
+            sleep_until(begin + period)
             cpu.append(proc_cpu(proc.pid) - first)
         proc.wait(timeout=max(0.0, stop_at - time.time()) + STOP_GRACE_S)
     finally:
@@ -159,11 +159,6 @@ def _last_json(path: Path) -> dict[str, Any]:
             if isinstance(found, dict) and "versions" in found:
                 return found
     return {}
-
-
-def _sleep_until(moment: float) -> None:
-    while (left := moment - time.time()) > 0:
-        time.sleep(min(left, 1.0))
 
 
 def run(
