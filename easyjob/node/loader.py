@@ -200,7 +200,7 @@ class Loader(Loop):
         room = min(self._dispatcher.room(), self._config.batch)
         self._wants_room = room <= 0
         if room <= 0:  # nothing to claim; the runs due here must still be missed in time
-            view = self._view(now, spare=False)
+            view = self._view(now, spare=False, counts=False)  # for the read's scope only
             due = self._store.runs.pending(
                 now,
                 self._config.batch,
@@ -210,7 +210,7 @@ class Loader(Loop):
             )
             mine = [c for c in due if self._mine(c.task_id, c.task_name, c.func, c.origin)]
             self._miss(mine, now)
-            self._outrank(mine, view)
+            self._outrank(mine, now)
             return False
         if self._config.claim_mode == "skip_locked":
             won = self._writer.claim_next(horizon, room, self._foreign)
@@ -263,7 +263,7 @@ class Loader(Loop):
         # lost to other nodes are theirs, the next read finds others)
         return len(won) == room or (bool(won) and len(pending) == limit)
 
-    def _outrank(self, due: list[Candidate], view: ClusterView) -> None:
+    def _outrank(self, due: list[Candidate], now: datetime) -> None:
         """A node that can claim no more hands back waiting runs for due PENDING runs of
         higher priority (see :func:`easyjob.core.admission.outranked`) and claims those."""
         top = max((c.priority for c in due), default=None)
@@ -273,9 +273,7 @@ class Loader(Loop):
         if top is None or all(r.priority >= top for r in waiting):
             return  # nothing due outranks what waits here (always so without priorities)
         held = self._dispatcher.held_ids()
-        pending = self._choose([c for c in due if c.id not in held], view)
-        now = view.now
-        assert now is not None  # the loader's views always carry the time
+        pending = self._choose([c for c in due if c.id not in held], self._view(now, spare=False))
         pairs = outranked(waiting, pending, now)
         if not pairs:
             return
@@ -371,12 +369,14 @@ class Loader(Loop):
     def _grace(self) -> timedelta:
         return timedelta(seconds=self._config.overdue_grace_s)
 
-    def _view(self, now: datetime, *, spare: bool) -> ClusterView:
+    def _view(self, now: datetime, *, spare: bool, counts: bool = True) -> ClusterView:
         """What the strategy looks at this poll; with *spare* (the last claim left room),
-        other nodes' runs late by the steal delay are this node's to take too."""
+        other nodes' runs late by the steal delay are this node's to take too. Without
+        *counts*, the runs each node holds are left unread (a view for the pending read's
+        scope alone: a strategy that needs them reads them once it chooses)."""
         nodes = self._membership.nodes()
         held = {}
-        if "held" in needs(self._strategy):
+        if counts and "held" in needs(self._strategy):
             held = self._store.runs.held_counts()
         return ClusterView(
             me=self._config.node_id,
