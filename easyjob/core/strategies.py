@@ -21,7 +21,8 @@ read for it.
 **Home runs and stealing** (``default``): each run has one home node among those that may
 run it, and only that node reads and claims it while it is on time; another node takes it
 only when it has room left over and the run is late by the steal delay
-(:func:`steal_delay`), or when it is overdue past the grace. So nodes do not race for the
+(:func:`steal_delay`), the other nodes taking turns (:func:`steal_turn`), or when it is
+overdue past the grace. So nodes do not race for the
 runs a healthy cluster starts on time, and a node's pending read costs its share of the
 cluster's rate, not the whole of it: the strategy's :meth:`DefaultStrategy.share` is a
 filter the pending read applies in SQL (:func:`read_scope`).
@@ -53,10 +54,12 @@ __all__ = [
     "WeightStrategy",
     "has_room_to_spare",
     "is_home",
+    "late_for_turn",
     "load_strategy",
     "needs",
     "read_scope",
     "steal_delay",
+    "steal_turn",
 ]
 
 #: The parts of a :class:`ClusterView` that are read only for a strategy that needs them:
@@ -150,8 +153,9 @@ class Strategy(Protocol):
 class DefaultStrategy:
     """Each run has a home node: ``run id mod n`` = rank among the n live nodes that declare
     its task. Only the home node takes a run while it is on time; a run late by the steal
-    delay (``view.steal_by``, set by a loader with room to spare) is any such node's, and
-    the version-checked claim settles which. So the runs of a stopped or saturated node
+    delay (``view.steal_by``, set by a loader with room to spare) goes to the other such
+    nodes in turn (:func:`steal_turn`, :func:`late_for_turn`), and the version-checked
+    claim settles any overlap. So the runs of a stopped or saturated node
     start anyway (after the steal delay, or the overdue grace: see :func:`overdue`), while
     healthy nodes never race for a run: each claims its own, ahead of its due time.
 
@@ -166,9 +170,15 @@ class DefaultStrategy:
             return list(candidates)
         chosen = []
         for c in candidates:
-            if view.me not in view.nodes_for(c):
+            nodes = view.nodes_for(c)
+            if view.me not in nodes:
                 continue
-            if is_home(c, view) or (view.steal_by is not None and c.due_time <= view.steal_by):
+            turn = steal_turn(c.id, nodes.index(view.me), len(nodes))
+            if turn == 0 or (
+                view.steal_by is not None
+                and c.due_time
+                <= view.now - late_for_turn(turn, len(nodes), view.now - view.steal_by)
+            ):
                 chosen.append(c)
         return chosen
 
@@ -186,6 +196,29 @@ def is_home(candidate: Candidate, view: ClusterView) -> bool:
     rank among the n live nodes that declare the run's task."""
     nodes = view.nodes_for(candidate)
     return view.me in nodes and candidate.id % len(nodes) == nodes.index(view.me)
+
+
+def steal_turn(run_id: int, rank: int, nodes: int) -> int:
+    """The turn of the node ranked *rank* among *nodes* to take run *run_id* (``default``): 0
+    for its home node (``run id mod nodes``); for each other node, its place (1 to
+    ``nodes - 1``) in the order in which they may steal it: the k-th once the run is late by k
+    steal delays. So the nodes with room to spare do not all try a late run at once, each
+    run has one first thief, and the first thief rotates with ``run id div nodes`` over the
+    other nodes: a stopped node's runs spread evenly over the rest."""
+    home = run_id % nodes
+    if rank == home:
+        return 0
+    first = (run_id // nodes) % (nodes - 1)  # the first thief's distance from home, less one
+    return ((rank - home) % nodes - 1 - first) % (nodes - 1) + 1
+
+
+def late_for_turn(turn: int, nodes: int, delay: timedelta) -> timedelta:
+    """How late a run must be for the thief of *turn* (see :func:`steal_turn`) among *nodes*
+    to take it: the first at the steal *delay*, the others in turn over the next delay, each
+    ``delay / (nodes - 1)`` after the one before. So every thief has had its turn before the
+    run is late by two steal delays (one poll: the overdue grace, at the default), and two
+    thieves that read at about the same time try different runs."""
+    return delay + delay * (turn - 1) / (nodes - 1)
 
 
 def has_room_to_spare(home: Sequence[Candidate], room: int, now: datetime, poll: float) -> bool:

@@ -372,6 +372,7 @@ class Node:
             stuck=lambda: load()[2],
             heartbeat_age_s=self.liveness.heartbeat_age,
             clock_offset_s=lambda: self.liveness.offset.total_seconds(),
+            live_nodes=lambda: len(self.membership.nodes()),
         )
 
     def wsgi_app(self) -> WSGIApp:

@@ -48,14 +48,16 @@ DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1
 class Gauges:
     """Read at scrape time: runs this node holds (claimed or running), runs whose function
     is running, stuck threads (functions still running past their timeout), seconds since
-    the last heartbeat the database accepted (None before the first), and this node's clock
-    minus the database's, in seconds."""
+    the last heartbeat the database accepted (None before the first), this node's clock
+    minus the database's, in seconds, and the live nodes as this node saw them at its last
+    heartbeat (those its strategy deals runs over)."""
 
     held: Callable[[], int]
     running: Callable[[], int]
     stuck: Callable[[], int]
     heartbeat_age_s: Callable[[], float | None]
     clock_offset_s: Callable[[], float]
+    live_nodes: Callable[[], int]
 
 
 class Metrics:
@@ -310,6 +312,11 @@ class _Live(Collector):
             "easyjob_clock_offset_seconds",
             "This node's clock minus the database clock",
             g.clock_offset_s(),
+        )
+        yield _gauge(
+            "easyjob_live_nodes",
+            "Live nodes as this node saw them at its last heartbeat, itself included",
+            g.live_nodes(),
         )
         counts = self._db()
         trips = CounterMetricFamily(

@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import sqlalchemy as sa
+from prometheus_client.parser import text_string_to_metric_families
 
 from easyjob.core.records import HistoryRow
 from easyjob.store import Store
@@ -48,6 +51,32 @@ def wait_until(what: str, predicate: Callable[[], T], timeout: float) -> T:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.05)
+
+
+# -- a node's /metrics (run --http) ----------------------------------------------------------
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def samples(base: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of ``/metrics``, parsed by prometheus_client's own parser."""
+    status, text = get(f"{base}/metrics")
+    assert status == 200
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def total(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str) -> float:
+    return sum(value for (sample, _), value in found.items() if sample == name)
 
 
 def process_gone(pid: int) -> bool:

@@ -12,35 +12,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.cluster.harness import Cluster, wait_until
+from tests.cluster.harness import Cluster, get, samples, total, wait_until
 from tests.rig.servers import DatabaseServer, free_port
 
 pytestmark = pytest.mark.cluster
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-
-
-def samples(base: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of ``/metrics``, parsed by prometheus_client's own parser."""
-    status, text = get(f"{base}/metrics")
-    assert status == 200
-    found = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
-
-
-def total(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str) -> float:
-    return sum(value for (sample, _), value in found.items() if sample == name)
 
 
 @contextmanager

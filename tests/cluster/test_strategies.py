@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -10,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from easyjob.core.states import RunStatus
-from tests.cluster.harness import Cluster, Entry, duplicates, wait_until
+from tests.cluster.harness import Cluster, Entry, duplicates, get, samples, total, wait_until
 from tests.cluster.test_cluster import expected_fires
+from tests.rig.servers import free_port
 
 pytestmark = pytest.mark.cluster
 
@@ -28,7 +28,12 @@ def _window(cluster: Cluster, seconds: int) -> tuple[datetime, datetime]:
         ran = {(r.task_name, r.fire_time) for r in cluster.runs() if r.status == RunStatus.SUCCESS}
         return wanted <= ran
 
-    wait_until(f"{len(wanted)} fires to succeed", done, seconds + 30)
+    try:
+        wait_until(f"{len(wanted)} fires to succeed", done, seconds + 30)
+    except AssertionError as err:
+        rows = [r for r in cluster.runs() if (r.task_name, r.fire_time) in wanted]
+        ended = Counter((r.status.value, r.node_id) for r in rows)
+        raise AssertionError(f"{err}; the window's fires by (status, node): {ended}") from None
     return start, end
 
 
@@ -133,18 +138,44 @@ def test_default_nodes_at_half_load_claim_their_home_runs_without_racing(
 ) -> None:
     """Four nodes that keep up each claim their own share of the runs (run id mod 4), ahead
     of its time: claim races are rare (a node late by the steal delay), where before every
-    node read every run already due and tried it, losing about one claim per run."""
-    nodes = [f"node-{i}" for i in range(4)]
-    stats = {node: tmp_path / f"{node}.json" for node in nodes}
+    node read every run already due and tried it, losing about one claim per run.
+
+    At default settings (not the harness's fast ones: with a dead threshold of 1 s, a busy
+    test machine drops a node from the live set now and then, and nodes that disagree on
+    the live set deal runs differently), counted once every node sees the four."""
+    ports = {f"node-{i}": free_port() for i in range(4)}
+
+    def scrape(name: str) -> dict[str, float]:
+        return {n: total(samples(f"http://127.0.0.1:{p}"), name) for n, p in ports.items()}
+
     with Cluster(db_url, tmp_path, ticks=TICKS) as cluster:
-        for node in nodes:
-            # the default poll (1 s: a steal delay of 0.5 s), not the harness's fast one
-            cluster.start(node, poll="1.0", **{"stats-file": str(stats[node])})
-        cluster.wait_live()
+        for node, port in ports.items():
+            cluster.start_with(node, {"http": f"127.0.0.1:{port}"}, fast=False)
+
+        def agreed() -> bool:
+            for node in cluster.nodes.values():
+                if not node.alive:
+                    raise AssertionError(f"node {node.node_id} exited:\n{node.log()[-3000:]}")
+            try:  # 503 while the node waits for the database's tables
+                if any(get(f"http://127.0.0.1:{p}/metrics")[0] != 200 for p in ports.values()):
+                    return False
+            except OSError:  # a node's endpoint is not up yet
+                return False
+            return set(scrape("easyjob_live_nodes").values()) == {len(ports)}
+
+        wait_until("every node to see the four", agreed, 60)
+        lost, won = scrape("easyjob_claims_lost_total"), scrape("easyjob_claims_total")
         _window(cluster, 10)
+        lost = {n: v - lost[n] for n, v in scrape("easyjob_claims_lost_total").items()}
+        won = {n: v - won[n] for n, v in scrape("easyjob_claims_total").items()}
+        live = scrape("easyjob_live_nodes")
         cluster.stop_all()
-    done = [json.loads(path.read_text(encoding="utf-8")) for path in stats.values()]
-    won = sum(s["claimed"] for s in done)
-    lost = sum(s["claims_lost"] for s in done)
-    assert won >= TICKS * 10, done
-    assert lost <= won // 20, done  # on main: 390 lost for 360 won (one run, SQLite)
+    print(f"\nclaims won {won}, lost {lost}")
+    assert set(live.values()) == {len(ports)}, live
+    assert sum(won.values()) >= TICKS * 10, won
+    # Racing for on-time runs, as before home runs, loses about one claim per run (390 lost
+    # for 360 won, SQLite). Healthy nodes lose none (tests/node/test_home_runs.py checks it
+    # exactly, on a fake clock); here a node stalled past the steal delay by a busy machine
+    # loses the runs it then tries, and its thieves some to it: 0 in 11 trials out of 12
+    # with two busy loops on the two cores beside the nodes, 55 for 365 in the twelfth.
+    assert sum(lost.values()) <= sum(won.values()) // 4, (won, lost)

@@ -22,7 +22,7 @@ def exported() -> set[str]:
     metrics.run_finished("t", "failure", 0.2)
     metrics.misfired("t")
     metrics.watch(
-        Gauges(lambda: 1, lambda: 1, lambda: 0, lambda: 0.1, lambda: 0.0),
+        Gauges(lambda: 1, lambda: 1, lambda: 0, lambda: 0.1, lambda: 0.0, lambda: 2),
         lambda: {
             "statements": 1,
             "commits": 1,

@@ -4,6 +4,7 @@ under one fake clock (see the ``default`` strategy in :mod:`easyjob.core.strateg
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -88,3 +89,26 @@ def test_a_node_with_room_to_spare_steals_a_stopped_nodes_runs_once_late(
     }
     assert expected and expected <= fires
     assert max(r.start_time - r.due_time for r in own) < timedelta(milliseconds=100)
+
+
+def test_the_nodes_that_steal_a_stopped_nodes_runs_take_turns_and_do_not_race(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    """Of four nodes, one stopped: each of its late runs has one first thief among the other
+    three (its turn rotates with the run id, so the stolen runs spread over them), and the
+    next in turn takes it only a steal delay later. No two nodes try the same run."""
+    rigs = _cluster(rig, registry, 4)
+    _run(rigs, 2)
+    stopped_at = rigs[0].clock.now()
+    awake = [r for i, r in enumerate(rigs) if i != 1]
+    _run(awake, 6)
+    stolen = [r for r in _ran(rigs[0]) if r.fire_time > stopped_at and r.id % 4 == 1]
+    assert len(stolen) >= 2 * TASKS // 4, "too few stolen runs to tell"
+    assert sum(r.node.loader.lost for r in rigs) == 0
+    # spread over the three thieves, a third each give or take one task's share
+    counts = Counter(r.node_id for r in stolen)
+    assert set(counts) == {"n0", "n2", "n3"}, counts
+    assert max(counts.values()) - min(counts.values()) <= len(stolen) // 3, counts
+    # each by its first thief, a steal delay late (none waited for a second turn)
+    delay = steal_delay(1.0)
+    assert max(r.start_time - r.due_time for r in stolen) <= delay + timedelta(seconds=1.1)

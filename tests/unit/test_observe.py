@@ -57,6 +57,7 @@ def test_claims_recoveries_and_scrape_time_gauges() -> None:
             stuck=lambda: 1,
             heartbeat_age_s=lambda: 0.25,
             clock_offset_s=lambda: -1.5,
+            live_nodes=lambda: 3,
         ),
         lambda: counts,
     )
@@ -68,6 +69,7 @@ def test_claims_recoveries_and_scrape_time_gauges() -> None:
     assert found[("easyjob_runs_running", frozenset())] == 3
     assert found[("easyjob_stuck_threads", frozenset())] == 1
     assert found[("easyjob_heartbeat_age_seconds", frozenset())] == 0.25
+    assert found[("easyjob_live_nodes", frozenset())] == 3
     assert found[("easyjob_clock_offset_seconds", frozenset())] == -1.5
     assert found[("easyjob_db_round_trips_total", frozenset({("kind", "commit")}))] == 9
     assert found[("easyjob_db_errors_total", frozenset({("kind", "connection")}))] == 2
@@ -155,7 +157,7 @@ def test_a_busy_port_is_named() -> None:
 def test_every_series_is_there_at_0_from_the_start() -> None:
     metrics = NodeMetrics("n1")
     metrics.watch(
-        Gauges(lambda: 0, lambda: 0, lambda: 0, lambda: 0.1, lambda: 0.0),
+        Gauges(lambda: 0, lambda: 0, lambda: 0, lambda: 0.1, lambda: 0.0, lambda: 1),
         lambda: {"statements": 1, "commits": 1},  # no error yet
     )
     metrics.declare(["a", "b"])

@@ -19,11 +19,13 @@ from easyjob.core.strategies import (
     Share,
     WeightStrategy,
     has_room_to_spare,
+    late_for_turn,
     load_strategy,
     needs,
     overdue,
     read_scope,
     steal_delay,
+    steal_turn,
 )
 from easyjob.errors import UnknownStrategyError
 from easyjob.node.loader import _spread, _spread_by_priority
@@ -111,7 +113,13 @@ def test_default_takes_everything() -> None:
         ("b", None, [1, 4, 7]),
         ("c", None, [2, 5, 8]),
         ("b", T0 - timedelta(milliseconds=1), [1, 4, 7]),  # none late enough to steal
-        ("b", T0, list(range(9))),  # room to spare, all late by the steal delay: any
+        # room to spare, all late by one steal delay (1 s): its own and those it is the
+        # first thief of (b: 0, 5, 6; c: 1, 3, 7; a: 2, 4, 8: each run one node's)
+        ("b", T0, [0, 1, 4, 5, 6, 7]),
+        ("c", T0, [1, 2, 3, 5, 7, 8]),
+        ("a", T0, [0, 2, 3, 4, 6, 8]),
+        # late by one and a half steal delays (0.5 s each): the second thief's turn too: any
+        ("b", T0 + timedelta(seconds=0.5), list(range(9))),
         ("x", T0, []),  # not a live node: none, even late ones
     ],
 )
@@ -121,6 +129,38 @@ def test_default_takes_its_home_runs_and_steals_only_late_ones_with_room_to_spar
     batch = candidates(9)  # all due at T0
     view = ClusterView(me=me, live=LIVE, now=T0 + timedelta(seconds=1), steal_by=steal_by)
     assert [c.id for c in DefaultStrategy().select(batch, view)] == chosen
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4, 5])
+def test_each_late_run_has_one_thief_per_turn_and_first_thieves_rotate(nodes: int) -> None:
+    for run_id in range(60):
+        turns = sorted(steal_turn(run_id, rank, nodes) for rank in range(nodes))
+        assert turns == list(range(nodes)), (run_id, turns)  # home 0, then 1 .. nodes - 1
+        assert steal_turn(run_id, run_id % nodes, nodes) == 0
+    for home in range(nodes):  # one node's runs: its first thieves are the others, evenly
+        runs = [r for r in range(home, 60 * nodes, nodes)]
+        first = Counter(
+            rank for r in runs for rank in range(nodes) if steal_turn(r, rank, nodes) == 1
+        )
+        assert set(first) == set(range(nodes)) - {home}
+        assert set(first.values()) == {len(runs) // (nodes - 1)}
+
+
+@pytest.mark.parametrize(
+    ("turn", "nodes", "late_us"),
+    [
+        (1, 2, 500_000),  # two nodes: one thief, at the steal delay
+        (1, 3, 500_000),
+        (2, 3, 750_000),
+        (1, 4, 500_000),  # the first of three thieves at the steal delay, the others
+        (2, 4, 666_667),  # spread over the next delay
+        (3, 4, 833_333),
+    ],
+)
+def test_thieves_take_turns_within_two_steal_delays(turn: int, nodes: int, late_us: int) -> None:
+    delay = timedelta(milliseconds=500)
+    late = late_for_turn(turn, nodes, delay)
+    assert late == timedelta(microseconds=late_us) and late < 2 * delay
 
 
 def test_default_ranks_home_among_the_nodes_that_declare_the_task() -> None:
