@@ -60,6 +60,7 @@ __all__ = [
     "read_scope",
     "steal_delay",
     "steal_turn",
+    "steals",
 ]
 
 #: The parts of a :class:`ClusterView` that are read only for a strategy that needs them:
@@ -89,19 +90,22 @@ def steal_delay(poll: float) -> timedelta:
 
 @dataclass(frozen=True)
 class Share:
-    """A node's home runs among *nodes* ranked nodes: those whose ``run id mod nodes`` is
-    its *rank*. The pending read applies it in SQL (see :func:`read_scope`)."""
+    """A node's home runs among *nodes* ranked nodes: those whose key ``mod nodes`` is its
+    *rank*; the key is the run id (``default``), or with *by_task* the task id plus the
+    run's shard (``id_hash``). The pending read applies it in SQL (see :func:`read_scope`)."""
 
     nodes: int
     rank: int
+    by_task: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.nodes:
             raise ValueError(f"rank must be in [0, {self.nodes}), got {self.rank!r}")
 
-    def holds(self, run_id: int) -> bool:
-        """Whether run *run_id* is a home run of this share."""
-        return run_id % self.nodes == self.rank
+    def holds(self, candidate: Candidate) -> bool:
+        """Whether *candidate* is a home run of this share."""
+        key = candidate.task_id + candidate.shard if self.by_task else candidate.id
+        return key % self.nodes == self.rank
 
 
 @dataclass(frozen=True)
@@ -182,13 +186,22 @@ class DefaultStrategy:
                 chosen.append(c)
         return chosen
 
+    #: it takes other nodes' late runs (when the loader has room to spare: ``steal_by``)
+    steals: ClassVar[bool] = True
+
     def share(self, view: ClusterView) -> Share | None:
         """This node's home runs as a filter the pending read may apply, or None to read
         every run: when the nodes' catalogs differ, a run's home is ranked among the nodes
         declaring its task, which the filter cannot express (it would hide home runs)."""
-        if not view.uniform or view.me not in view.live or len(view.live) < 2:
-            return None
-        return Share(len(view.live), view.live.index(view.me))
+        return _share(view, by_task=False)
+
+
+def _share(view: ClusterView, *, by_task: bool) -> Share | None:
+    """This node's rank among the live nodes as a :class:`Share`, where such a filter is
+    exact: every live node declares the same tasks, and this node is one of two or more."""
+    if not view.uniform or view.me not in view.live or len(view.live) < 2:
+        return None
+    return Share(len(view.live), view.live.index(view.me), by_task)
 
 
 def is_home(candidate: Candidate, view: ClusterView) -> bool:
@@ -250,6 +263,12 @@ class IdHashStrategy:
             if view.me in nodes and nodes[(c.task_id + c.shard) % len(nodes)] == view.me:
                 chosen.append(c)
         return chosen
+
+    def share(self, view: ClusterView) -> Share | None:
+        """This node's tasks as a filter the pending read may apply (``(task id + shard)
+        mod nodes``), or None to read every run (see :meth:`DefaultStrategy.share`). It
+        steals nothing: another node's runs are read once overdue only."""
+        return _share(view, by_task=True)
 
 
 class WeightStrategy:
@@ -364,6 +383,13 @@ def read_scope(strategy: Strategy, view: ClusterView, grace: timedelta) -> ReadS
     if share is None or view.now is None:
         return ReadScope(None, None)
     overdue_by = view.now - grace
-    if view.steal_by is None:
+    if view.steal_by is None or not steals(strategy):
         return ReadScope(share, overdue_by)
     return ReadScope(share, max(overdue_by, view.steal_by))
+
+
+def steals(strategy: Strategy) -> bool:
+    """Whether *strategy* takes other nodes' late runs when given a ``steal_by`` (its
+    class attribute ``steals``; ``default`` does): only then does the loader judge whether
+    it has room to spare, and the pending read return what it may steal."""
+    return bool(getattr(strategy, "steals", False))

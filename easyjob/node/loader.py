@@ -31,6 +31,7 @@ from easyjob.core.strategies import (
     overdue,
     read_scope,
     steal_delay,
+    steals,
 )
 from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.liveness import Liveness
@@ -130,7 +131,7 @@ class Loader(Loop):
         self._wants_room = True  # the last claim was cut short by the room (see freed)
         #: the last read's home runs left room and none was late (see has_room_to_spare):
         #: the next read takes other nodes' late runs too
-        self._spare = True
+        self._spare = steals(strategy)
         #: runs due left PENDING at the last claim for want of a free worker, and workers
         #: freed since (see freed)
         self._left = 0
@@ -247,8 +248,9 @@ class Loader(Loop):
         mine = _first_per_exclusive_task(mine)
         chosen = self._choose(mine, view)
         self._wants_room = len(chosen) > room
-        home = [c for c in mine if c.target_node is None and is_home(c, view)]
-        self._spare = has_room_to_spare(home, room, now, self._config.poll)
+        if steals(self._strategy):
+            home = [c for c in mine if c.target_node is None and is_home(c, view)]
+            self._spare = has_room_to_spare(home, room, now, self._config.poll)
         if len(chosen) > room and len({c.priority for c in chosen}) > 1:
             self._ranked = True
         chosen = _spread_by_priority(chosen, room, live, self._config.node_id, now)

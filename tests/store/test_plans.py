@@ -211,6 +211,9 @@ def _hot_path(store: Store) -> tuple[datetime, dict[str, list[tuple[str, Any]]]]
     # one node's share of four (the default strategy's read), with what it may steal
     scope = ReadScope(Share(4, 1), now - timedelta(milliseconds=500))
     run("pending share", lambda: store.runs.pending(horizon, 64, [999_999], scope=scope))
+    # id_hash's: one node's tasks of four, with the overdue
+    tasks = ReadScope(Share(4, 1, by_task=True), now - timedelta(seconds=1))
+    run("pending task share", lambda: store.runs.pending(horizon, 64, [999_999], scope=tasks))
     claimed = run("claim", lambda: store.runs.claim("node-a", candidates[:32]))
     started = run("start_many", lambda: store.runs.start_many(claimed[:16], exclusive=()))
     running = [r for r in started.values() if r is not None and not isinstance(r, str)]

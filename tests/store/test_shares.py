@@ -1,15 +1,16 @@
-"""The pending read of one node's share (``default`` strategy): its home runs (run id mod
-nodes = rank), and any run due by the scope's ``others_by`` (late enough to steal, or
-overdue), on every database; the split is exact, so nodes of one view never read the same
-on-time run."""
+"""The pending read of one node's share: its home runs (``default``: run id mod nodes =
+rank; ``id_hash``: task id plus shard, mod nodes = rank), and any run due by the scope's
+``others_by`` (late enough to steal, or overdue), on every database; the split is exact, so
+nodes of one view never read the same on-time run."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+from easyjob.core.records import Advance, PlannedFire
 from easyjob.core.strategies import ReadScope, Share
 from easyjob.store import Store
-from tests.store.conftest import make_pending
+from tests.store.conftest import every_second, make_pending
 
 
 def test_a_share_reads_its_home_runs_and_the_others_due_by_its_cutoff(store: Store) -> None:
@@ -30,3 +31,30 @@ def test_a_share_reads_its_home_runs_and_the_others_due_by_its_cutoff(store: Sto
     assert len(expected) > len(homes[1])  # the cutoff added others' runs
     # no share (another strategy, or catalogs that differ): every due run
     assert [c.id for c in store.runs.pending(far, 100, scope=ReadScope(None, cutoff))] == ids
+
+
+def test_a_task_share_reads_the_runs_of_its_tasks_and_shards(store: Store) -> None:
+    """``id_hash``'s share: ``(task id + shard) mod nodes``, each shard of a sharded task
+    its own key; together the ranks read every run once."""
+    shards = {"a": 2, "b": 1, "c": 3}
+    tasks = store.tasks.upsert([every_second(name, shards=n) for name, n in shards.items()])
+    for task in tasks:
+        assert task.next_start_time is not None
+        times = [task.next_start_time + timedelta(seconds=i) for i in range(3)]
+        fires = tuple(PlannedFire(t) for t in times)
+        next_start = times[-1] + timedelta(seconds=1)
+        advance = Advance(task.id, task.version, next_start, fires, shards[task.name])
+        assert store.tasks.advance("materializer", [advance]) == [task.id]
+    far = store.now() + timedelta(days=1)
+    every = store.runs.pending(far, 100)
+    assert len(every) == 3 * (2 + 1 + 3)
+    reads = [
+        store.runs.pending(far, 100, scope=ReadScope(Share(3, rank, by_task=True), None))
+        for rank in range(3)
+    ]
+    for rank, read in enumerate(reads):
+        assert [c.id for c in read] == [c.id for c in every if (c.task_id + c.shard) % 3 == rank], (
+            rank
+        )
+    assert sorted(c.id for read in reads for c in read) == sorted(c.id for c in every)
+    assert {c.shard for read in reads for c in read} == {0, 1, 2}

@@ -204,8 +204,26 @@ def test_default_pushes_its_home_filter_down_only_where_it_is_exact(
     assert DefaultStrategy().share(view) == share
 
 
+@pytest.mark.parametrize("strategy", [DefaultStrategy(), IdHashStrategy()])
+def test_a_share_is_exactly_what_its_strategy_takes_of_runs_on_time(strategy: object) -> None:
+    """The pending read's SQL filter (the share) hides no run the strategy would take, and
+    reads none it would not, while runs are on time (nothing to steal, nothing overdue)."""
+    batch = [replace(c, shard=c.id % 2) for c in candidates(40, tasks=7)]
+    for me in LIVE:
+        view = ClusterView(me=me, live=LIVE, now=T0)
+        share = strategy.share(view)  # type: ignore[attr-defined]
+        assert share is not None
+        taken = strategy.select(batch, view)  # type: ignore[attr-defined]
+        assert [c for c in batch if share.holds(c)] == taken
+
+
 def test_a_share_holds_the_home_runs_of_one_rank() -> None:
-    assert [i for i in range(10) if Share(4, 1).holds(i)] == [1, 5, 9]
+    batch = candidates(12, tasks=4)  # task i % 4, run ids 0-11
+    assert [c.id for c in batch if Share(4, 1).holds(c)] == [1, 5, 9]  # by run id
+    sharded = [replace(c, task_id=5, shard=c.id % 3) for c in batch[:3]]
+    by_task = Share(3, 2, by_task=True)  # (task id + shard) mod 3: task 5's shard 0
+    assert [c.shard for c in sharded if by_task.holds(c)] == [0]
+    assert [c.id for c in batch if by_task.holds(c)] == [2, 6, 10]
     with pytest.raises(ValueError, match=r"rank must be in \[0, 4\), got 4"):
         Share(4, 4)
 
@@ -227,8 +245,14 @@ def test_a_share_holds_the_home_runs_of_one_rank() -> None:
             T0 - timedelta(seconds=5),
             ReadScope(Share(3, 0), T0 - timedelta(seconds=1)),
         ),
+        # id_hash reads its tasks' runs and the overdue, and never what it could steal
+        (IdHashStrategy(), None, ReadScope(Share(3, 0, True), T0 - timedelta(seconds=1))),
+        (
+            IdHashStrategy(),
+            T0 - timedelta(milliseconds=500),
+            ReadScope(Share(3, 0, True), T0 - timedelta(seconds=1)),
+        ),
         # the other strategies deal every run in Python: they read every due run
-        (IdHashStrategy(), None, ReadScope(None, None)),
         (WeightStrategy(), None, ReadScope(None, None)),
         (LeastCountStrategy(), None, ReadScope(None, None)),
     ],

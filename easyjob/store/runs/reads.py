@@ -200,7 +200,8 @@ def read_runs(conn: sa.Connection, ids: Collection[int]) -> list[Run]:
 
 def _in_scope(share: Share, others_by: datetime | None) -> sa.ColumnElement[bool]:
     """A home run of *share*, or any run due by *others_by*."""
-    home = (d.c.id % share.nodes) == share.rank
+    key = d.c.task_id + d.c.shard if share.by_task else d.c.id
+    home = (key % share.nodes) == share.rank
     return home if others_by is None else sa.or_(home, d.c.due_time <= others_by)
 
 
