@@ -23,7 +23,7 @@ from easyjob.core.config import NodeConfig
 from easyjob.core.records import TaskSpec
 from easyjob.store import Store, contract
 
-__all__ = ["TrialConfig", "run_trial"]
+__all__ = ["TrialConfig", "job_calls", "run_trial", "start_nodes", "stop_nodes", "wait_live"]
 
 _JOBS_MODULE = "bench_jobs"
 _JOBS = '''"""No-op tasks written by `easyjob bench`: each notes when it was called."""
@@ -118,12 +118,12 @@ def run_trial(
             store.tasks.upsert(_idle_tasks(config.idle_tasks))
         db_pid, db_note = locate_server(config.db, config.db_pid)
         progress(f"database CPU: {db_note}" if db_pid else f"database CPU: n/a ({db_note})")
-        nodes, urls = _start_nodes(config, workdir)
+        nodes, urls = start_nodes(config, workdir)
         metrics = [f"{url}/metrics" for url in urls]
         scraper = Scraper(metrics if config.http else [])
         window = WindowSampler([p.pid for p in nodes], metrics, db_pid, db_note)
         try:
-            _wait_live(store, config, nodes)
+            wait_live(store, config, nodes)
             _wait_caught_up(store, progress)
             begin, ticks = store.now(), time.monotonic()
             start = (begin + timedelta(seconds=config.warmup)).replace(microsecond=0)
@@ -145,8 +145,8 @@ def run_trial(
                 spent = window.close()
             if config.http:
                 progress(f"{scraper.scrapes} scrapes of /metrics, {scraper.failures} failed")
-            stats = _stop(nodes, workdir)
-            calls = _calls(workdir, len(nodes))
+            stats = stop_nodes(nodes, workdir)
+            calls = job_calls(workdir, len(nodes))
         finally:
             for proc in nodes:
                 if proc.poll() is None:
@@ -182,9 +182,11 @@ def _idle_tasks(count: int) -> list[TaskSpec]:
     ]
 
 
-def _start_nodes(
+def start_nodes(
     config: TrialConfig, workdir: Path
 ) -> tuple[list[subprocess.Popen[bytes]], list[str]]:
+    """Start *config*'s node processes on the bench's no-op tasks (their module, logs,
+    stats and call files in *workdir*); returns the processes and their metrics URLs."""
     workdir.mkdir(parents=True, exist_ok=True)
     jobs = workdir / f"{_JOBS_MODULE}.py"
     jobs.write_text(_JOBS, encoding="utf-8")
@@ -248,7 +250,7 @@ def _flag(flag: str, value: object) -> list[str]:
     return [] if value is None else [flag, str(value)]
 
 
-def _wait_live(
+def wait_live(
     store: contract.Store, config: TrialConfig, procs: list[subprocess.Popen[bytes]]
 ) -> None:
     """Wait until every node heartbeats and the bench's tasks are all registered (nodes
@@ -321,7 +323,8 @@ def _follow(store: contract.Store, start: Any, end: Any, progress: Callable[[str
         time.sleep(1.0)
 
 
-def _stop(procs: list[subprocess.Popen[bytes]], workdir: Path) -> list[dict[str, Any]]:
+def stop_nodes(procs: list[subprocess.Popen[bytes]], workdir: Path) -> list[dict[str, Any]]:
+    """Stop *procs* (SIGTERM, then wait) and return the stats each wrote in *workdir*."""
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
     for proc in procs:
@@ -334,7 +337,7 @@ def _stop(procs: list[subprocess.Popen[bytes]], workdir: Path) -> list[dict[str,
     return stats
 
 
-def _calls(workdir: Path, nodes: int) -> list[tuple[float, float]]:
+def job_calls(workdir: Path, nodes: int) -> list[tuple[float, float]]:
     """Every node's ``(fire time, call time)`` of its job calls (epoch seconds)."""
     calls: list[tuple[float, float]] = []
     for i in range(nodes):

@@ -49,7 +49,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from easyjob.bench.metrics import percentile
-from easyjob.bench.trial import TrialConfig, _calls, _start_nodes, _stop, _wait_live
+from easyjob.bench.trial import TrialConfig, job_calls, start_nodes, stop_nodes, wait_live
 from easyjob.bench.window import WindowReadings, WindowSampler, locate_server
 from easyjob.store import Store
 from tests.rig.servers import PostgresServer
@@ -188,10 +188,10 @@ def run_burst(
         db_pid, db_note = locate_server(url, server.pid if server is not None else None)
         _say(f"starting {nodes} node(s) with {tasks:,} minute tasks")
         t0 = time.time()
-        procs, urls = _start_nodes(config, workdir)
+        procs, urls = start_nodes(config, workdir)
         metrics = [f"{u}/metrics" for u in urls]
         try:
-            _wait_live(store, config, procs)
+            wait_live(store, config, procs)
             live_s = time.time() - t0
             warm = _next_minute(datetime.now(UTC))
             _say(f"live after {live_s:.1f} s; warm-up minute {warm:%H:%M}")
@@ -212,8 +212,8 @@ def run_burst(
                 sleep_until(begin + 60.5)
                 readings.append(sampler.close())
             top = _top_statements(server, statements) if with_statements and server else []
-            _stop(procs, workdir)
-            calls = _calls(workdir, nodes)
+            stop_nodes(procs, workdir)
+            calls = job_calls(workdir, nodes)
         finally:
             for proc in procs:
                 if proc.poll() is None:
