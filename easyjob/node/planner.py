@@ -192,7 +192,8 @@ class Planner(Loop):
                 schedule,
                 now,
                 horizon,
-                ahead=self._config.plan_ahead,
+                # nothing ahead until the pace knows the cluster keeps up (see settled)
+                ahead=self._config.plan_ahead if self.pace.settled else 1,
                 until=until,
                 excluded=self._calendars.days(task),
             )

@@ -158,6 +158,26 @@ def test_a_few_misses_a_poll_are_not_loss() -> None:
     assert not pace.behind
 
 
+def test_a_planner_settles_after_its_first_quiet_polls_and_again_after_being_behind() -> None:
+    """Fires are written ahead only once the pace knows the cluster keeps up: QUIET polls
+    without loss from the start, or leaving behind (which takes as many)."""
+    pace = _pace()
+    pace.allowance(T0, 0)
+    settled = []
+    for i in range(1, QUIET + 1):
+        pace.planned(10, 10, held_back=False)
+        pace.allowance(T0 + _s(i), 0, 10 * i)
+        settled.append(pace.settled)
+    assert settled == [False] * (QUIET - 1) + [True]
+    pace.planned(0, 1000, held_back=False)
+    pace.allowance(T0 + _s(QUIET + 1), 600)  # loss: behind, writing nothing ahead
+    assert pace.behind and not pace.settled
+    for i in range(QUIET + 2, 2 * QUIET + 2):
+        pace.planned(10, 10, held_back=False)
+        pace.allowance(T0 + _s(i), 600, 1000 * i)
+    assert not pace.behind and pace.settled
+
+
 def test_pacing_refuses_a_bad_poll_or_batch() -> None:
     with pytest.raises(ValueError, match="positive poll and batch"):
         Pace(timedelta(0), 200)
