@@ -232,6 +232,7 @@ class Node:
             broadcast_tasks=[spec.name for spec in specs if spec.broadcast],
             catalog=catalog,
             problems=lambda: self.health.problems(),
+            on_stale=lambda: self.recovery.wake(),
         )
         self.dispatcher = Dispatcher(
             self.store,
@@ -275,6 +276,7 @@ class Node:
             self.store,
             self.config,
             self.liveness,
+            self.membership,
             self.log,
             self.dispatcher.held_ids,
             self.dispatcher.writer,

@@ -12,6 +12,7 @@ from easyjob.events import EventKind, RunEvent
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
+from easyjob.node.membership import Membership
 from easyjob.node.writer import RunWriter
 from easyjob.observe.metrics import NO_METRICS, Metrics
 from easyjob.store.contract import Store
@@ -23,6 +24,8 @@ class Recoverer(Loop):
     """Every heartbeat: if this node is *stable* (see :class:`Liveness`), find runs held by
     nodes whose heartbeat is older than the dead threshold, in bounded batches, and make each
     claimable again as its next attempt (version-checked, so two recoverers never both win).
+    The nodes that the last heartbeat's read found dead (:meth:`Membership.stale`) are
+    marked DEAD first; the heartbeat wakes this thread when it finds one.
 
     Once per dead threshold it also sweeps for *orphans*: runs the database says this node
     holds but the node does not know of (*known* gives the ids it holds in memory). A claim
@@ -39,6 +42,7 @@ class Recoverer(Loop):
         store: Store,
         config: NodeConfig,
         liveness: Liveness,
+        membership: Membership,
         log: logging.LoggerAdapter[logging.Logger],
         known: Callable[[], set[int]],
         writer: RunWriter,
@@ -46,6 +50,7 @@ class Recoverer(Loop):
         hooks: Hooks | None = None,
     ) -> None:
         super().__init__(config.heartbeat, log)
+        self._membership = membership
         self._hooks = hooks if hooks is not None else Hooks({})
         self._metrics = metrics
         self._store = store
@@ -64,7 +69,9 @@ class Recoverer(Loop):
             return None
         now = self._liveness.db_now()
         threshold = self._config.dead_threshold
-        if marked := self._store.nodes.mark_dead(threshold, now=now):
+        # the dead seen by the heartbeat's read: no probe of our own
+        marked = self._membership.stale() and self._store.nodes.mark_dead(threshold, now=now)
+        if marked:
             self.log.warning("marked %d node(s) DEAD: no heartbeat for %s", marked, threshold)
         held = self._store.runs.held_by_dead(threshold, self._config.batch, now=now)
         held = [h for h in held if h.node_id != self._config.node_id]

@@ -1,0 +1,77 @@
+"""What an idle node costs the database: the round trips of its periodic threads, counted by
+the store's counters (issue 25, goal 4: every node pays them, whatever its share of the work).
+
+On SQLite each transaction's ``BEGIN`` is a statement of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from easyjob.core.states import NodeStatus
+from easyjob.registry import Registry
+from easyjob.store.schema import node_table as n
+from tests.node.conftest import Rig, task
+
+
+def _statements(node: Rig, step: Callable[[], object]) -> int:
+    before = node.store.counters()["statements"]
+    step()
+    return node.store.counters()["statements"] - before
+
+
+def _idle(rig: Callable[..., Rig], registry: Registry) -> Rig:
+    """A node with a task that does not fire, stable (heartbeats for a dead threshold)."""
+    task(registry, "yearly", cron="0 0 1 1 *")
+    node = rig(heartbeat=1.0, dead_after=3)
+    for _ in range(5):
+        node.tick(1.0)
+    assert node.node.liveness.stable()
+    return node
+
+
+def test_a_heartbeat_is_one_write_and_one_read(rig: Callable[..., Rig], registry: Registry) -> None:
+    """The write (BEGIN IMMEDIATE, the time, the UPDATE), then one read of the peers (BEGIN,
+    the SELECT) that also gives the database time: no read of the time of its own."""
+    node = _idle(rig, registry)
+    assert _statements(node, node.node.heartbeat.step) == 5
+
+
+def test_an_idle_recovery_step_is_one_read(rig: Callable[..., Rig], registry: Registry) -> None:
+    """With no node dead, the recovery reads the dead nodes' runs and nothing else: whether a
+    node is dead comes from the heartbeat's read. (Its orphan sweep, once per dead
+    threshold, is a read more.)"""
+    node = _idle(rig, registry)
+    recovery = node.node.recovery
+    counts = [_statements(node, recovery.step) for _ in range(3)]
+    assert sorted(counts) == [2, 2, 4]  # BEGIN and SELECT; once, the sweep's too
+
+
+def test_a_dead_node_seen_by_the_heartbeat_is_marked_dead_by_the_recovery(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    node = _idle(rig, registry)
+    node.store.nodes.register(
+        "gone", host="h", pid=2, weight=1, strategy="default", workers=1
+    )  # fmt: skip
+    node.sql("UPDATE easy_job_node SET heartbeat_at = '2029-12-31 00:00:00' WHERE node_id = 'gone'")
+    recovery = node.node.recovery
+    recovery.step()
+    assert _status(node, "gone") == NodeStatus.RUNNING  # not seen yet: no probe of its own
+    recovery._wake.clear()
+    node.node.heartbeat.step()
+    assert node.node.membership.stale() == ["gone"]
+    assert recovery._wake.is_set()  # the heartbeat wakes it
+    recovery.step()
+    assert _status(node, "gone") == NodeStatus.DEAD
+    node.node.heartbeat.step()
+    assert node.node.membership.stale() == []
+
+
+def _status(node: Rig, node_id: str) -> NodeStatus:
+    found = node.store.db.read(
+        "status", lambda conn: conn.scalar(sa.select(n.c.status).where(n.c.node_id == node_id))
+    )
+    return NodeStatus(found)
+
