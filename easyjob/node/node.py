@@ -296,6 +296,8 @@ class Node:
             self.health,
             self.log,
             now=self.liveness.db_now,
+            waiting=lambda: self.dispatcher.counts()["waiting"] > 0,
+            every=self.config.dead_after,
         )
         self.cancels = CancelWatch(
             self.store,

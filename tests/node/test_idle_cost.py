@@ -13,6 +13,7 @@ from easyjob.core.states import NodeStatus
 from easyjob.registry import Registry
 from easyjob.store.schema import node_table as n
 from tests.node.conftest import Rig, task
+from tests.store.conftest import make_pending
 
 
 def _statements(node: Rig, step: Callable[[], object]) -> int:
@@ -75,3 +76,46 @@ def _status(node: Rig, node_id: str) -> NodeStatus:
     )
     return NodeStatus(found)
 
+
+def test_an_idle_health_watch_reads_once_per_dead_threshold(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    """With no run waiting here, the runs held past due can only be ones the node does not
+    know of (the orphan sweep's): one read per dead threshold, not per heartbeat."""
+    node = _idle(rig, registry)
+    watch = node.node.watch
+    assert [_statements(node, watch.step) for _ in range(6)] == [2, 0, 0, 2, 0, 0]
+
+
+def test_the_health_watch_reads_every_step_while_runs_wait(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    task(registry, "slow", overlap="serial")  # its next fire waits here for the running one
+    node = rig(heartbeat=1.0, dead_after=3)
+    node.keep = lambda name: name == "slow"
+    for _ in range(3):
+        node.tick(1.0)
+    assert node.node.dispatcher.counts()["waiting"] > 0
+    watch = node.node.watch
+    assert [_statements(node, watch.step) for _ in range(3)] == [2, 2, 2]
+
+
+def test_the_health_watch_reads_until_nothing_is_held_past_due(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    """A node that found runs held past due reads again each step until it finds none, so
+    its health comes back at once: the database may hold a run it does not know of."""
+    node = _idle(rig, registry)
+    watch = node.node.watch
+    watch.step()
+    (run,) = make_pending(node.store, "elsewhere")  # a run it holds and does not know of
+    node.sql(
+        "UPDATE easy_job_task_detail SET status = 'CLAIMED', node_id = 'n1', "
+        f"due_time = '2029-12-31 00:00:00' WHERE id = {run}"
+    )
+    assert [_statements(node, watch.step) for _ in range(3)] == [0, 0, 2]
+    assert node.node.health.problems()
+    node.sql("UPDATE easy_job_task_detail SET status = 'ABANDONED'")
+    assert _statements(node, watch.step) == 2
+    assert not node.node.health.problems()
+    assert _statements(node, watch.step) == 0
