@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from easyjob.core.states import NodeStatus
 from easyjob.registry import Registry
 from easyjob.store.schema import node_table as n
+from easyjob.store.schema import task_detail_table as d
 from tests.node.conftest import Rig, task
 from tests.store.conftest import make_pending
 
@@ -39,35 +40,74 @@ def test_a_heartbeat_is_one_write_and_one_read(rig: Callable[..., Rig], registry
     assert _statements(node, node.node.heartbeat.step) == 5
 
 
-def test_an_idle_recovery_step_is_one_read(rig: Callable[..., Rig], registry: Registry) -> None:
-    """With no node dead, the recovery reads the dead nodes' runs and nothing else: whether a
-    node is dead comes from the heartbeat's read. (Its orphan sweep, once per dead
-    threshold, is a read more.)"""
+def test_an_idle_recovery_reads_once_per_dead_threshold(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    """With no node dead, the recovery reads nothing but, once per dead threshold, the
+    runs of dead nodes and its own (the orphan sweep): whether a node is dead comes from
+    the heartbeat's read."""
     node = _idle(rig, registry)
     recovery = node.node.recovery
-    counts = [_statements(node, recovery.step) for _ in range(3)]
-    assert sorted(counts) == [2, 2, 4]  # BEGIN and SELECT; once, the sweep's too
+    counts = [_statements(node, recovery.step) for _ in range(6)]
+    assert sorted(counts) == [0, 0, 0, 0, 4, 4]  # BEGIN and SELECT, twice
 
 
-def test_a_dead_node_seen_by_the_heartbeat_is_marked_dead_by_the_recovery(
+def test_a_dead_node_seen_by_the_heartbeat_is_marked_and_its_runs_taken_back(
     rig: Callable[..., Rig], registry: Registry
 ) -> None:
     node = _idle(rig, registry)
-    node.store.nodes.register(
-        "gone", host="h", pid=2, weight=1, strategy="default", workers=1
-    )  # fmt: skip
+    node.store.nodes.register("gone", host="h", pid=2, weight=1, strategy="default", workers=1)
+    run = _held_by(node, "gone")
     node.sql("UPDATE easy_job_node SET heartbeat_at = '2029-12-31 00:00:00' WHERE node_id = 'gone'")
     recovery = node.node.recovery
+    while recovery._steps % 3 != 1:  # the next step is not the once-per-threshold one
+        recovery.step()
     recovery.step()
     assert _status(node, "gone") == NodeStatus.RUNNING  # not seen yet: no probe of its own
+    assert _run_status(node, run) == "CLAIMED"
     recovery._wake.clear()
     node.node.heartbeat.step()
     assert node.node.membership.stale() == ["gone"]
     assert recovery._wake.is_set()  # the heartbeat wakes it
     recovery.step()
     assert _status(node, "gone") == NodeStatus.DEAD
+    assert _run_status(node, run) == "ABANDONED"
     node.node.heartbeat.step()
     assert node.node.membership.stale() == []
+
+
+def test_runs_of_a_node_stopped_with_runs_left_are_taken_back_within_a_dead_threshold(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    """A STOPPED node (its shutdown grace ran out) is not one the heartbeat's read finds
+    dead: the recovery's read once per dead threshold finds its runs."""
+    node = _idle(rig, registry)
+    node.store.nodes.register("left", host="h", pid=2, weight=1, strategy="default", workers=1)
+    run = _held_by(node, "left")
+    node.store.nodes.set_status("left", NodeStatus.STOPPED)
+    node.sql("UPDATE easy_job_node SET heartbeat_at = '2029-12-31 00:00:00' WHERE node_id = 'left'")
+    node.node.heartbeat.step()
+    assert node.node.membership.stale() == []
+    for _ in range(3):
+        node.node.recovery.step()
+    assert _run_status(node, run) == "ABANDONED"
+
+
+def _held_by(node: Rig, node_id: str) -> int:
+    (run,) = make_pending(node.store, f"of-{node_id}")
+    node.sql(
+        f"UPDATE easy_job_task_detail SET status = 'CLAIMED', node_id = '{node_id}' "
+        f"WHERE id = {run}"
+    )
+    return run
+
+
+def _run_status(node: Rig, run: int) -> str:
+    return str(
+        node.store.db.read(
+            "status", lambda conn: conn.scalar(sa.select(d.c.status).where(d.c.id == run))
+        )
+    )
 
 
 def _status(node: Rig, node_id: str) -> NodeStatus:
