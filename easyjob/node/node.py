@@ -242,6 +242,7 @@ class Node:
             registered,
             pool=self._pool,
             on_free=lambda children, ended: self.loader.freed(children, ended),
+            on_busy=lambda: self.cancels.busy(),
             metrics=self.metrics,
             runnable=self.registry.runnable(),
             hooks=self.hooks,
@@ -307,6 +308,7 @@ class Node:
             self.log,
             self.metrics,
             isolated=self.dispatcher.jobs.isolated,
+            monotonic=self.clock.monotonic,
         )
         loops: tuple[Loop, ...] = (
             self.heartbeat, self.loader, self.planner, self.recovery, self.pruner, self.watch,

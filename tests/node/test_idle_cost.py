@@ -10,6 +10,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from easyjob.core.states import NodeStatus
+from easyjob.node.cancels import IDLE_S
 from easyjob.registry import Registry
 from easyjob.store.schema import node_table as n
 from easyjob.store.schema import task_detail_table as d
@@ -159,3 +160,22 @@ def test_the_health_watch_reads_until_nothing_is_held_past_due(
     assert _statements(node, watch.step) == 2
     assert not node.node.health.problems()
     assert _statements(node, watch.step) == 0
+
+
+def test_the_cancel_watch_sleeps_until_a_job_starts_and_looks_a_poll_later(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    task(registry, "slow", overlap="serial")
+    node = rig(heartbeat=1.0, dead_after=3)
+    watch = node.node.cancels
+    assert watch.step() == IDLE_S  # no job runs: nothing to ask, no wake each poll
+    node.keep = lambda name: name == "slow"
+    node.tick(1.0)  # the first fire starts and keeps running
+    (run,) = node.node.dispatcher.running_ids()
+    assert watch._wake.is_set()  # the dispatcher woke it
+    assert _statements(node, watch.step) == 0  # it looks a poll after the start
+    node.store.cancels.cancel(run)
+    node.clock.advance(1.0)
+    assert _statements(node, watch.step) == 2
+    assert node.node.dispatcher.running_ids() == {run}  # the job was told; it returns later
+    assert node.node.dispatcher._active[run].cancel.is_set()
