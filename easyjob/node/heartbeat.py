@@ -22,8 +22,8 @@ __all__ = ["Heartbeater"]
 class Heartbeater(Loop):
     """Every ``heartbeat`` seconds: stamp ``heartbeat_at`` (database time), then in one read
     measure the clock offset and refresh the membership (the live nodes, and the dead ones
-    for the recovery). A heartbeat that fails or hangs simply leaves the
-    node un-fresh (see :class:`Liveness`): it stops claiming until a heartbeat succeeds."""
+    for the recovery). A heartbeat that fails or hangs simply leaves the node un-fresh (see
+    :class:`Liveness`): it stops claiming until a heartbeat succeeds."""
 
     name = "heartbeat"
 

@@ -21,10 +21,10 @@ __all__ = ["Recoverer"]
 
 
 class Recoverer(Loop):
-    """Every heartbeat: if this node is *stable* (see :class:`Liveness`), find runs held by
-    nodes whose heartbeat is older than the dead threshold, in bounded batches, and make each
-    claimable again as its next attempt (version-checked, so two recoverers never both win).
-    The nodes that the last heartbeat's read found dead (:meth:`Membership.stale`) are
+    """Steps every heartbeat: if this node is *stable* (see :class:`Liveness`), find runs
+    held by nodes whose heartbeat is older than the dead threshold, in bounded batches, and
+    make each claimable again as its next attempt (version-checked, so two recoverers never
+    both win). The nodes that the last heartbeat's read found dead (:meth:`Membership.stale`) are
     marked DEAD first; the heartbeat wakes this thread when it finds one.
 
     The runs of dead nodes are read when that read found a dead node (a crashed node's row
