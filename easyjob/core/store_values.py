@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from easyjob.core.records import Run
+from easyjob.core.records import NodeRow, Run
 from easyjob.core.states import RunStatus
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "Heartbeat",
     "LastOutcome",
     "LateTask",
+    "Members",
     "Starts",
     "Summary",
     "is_pattern",
@@ -54,6 +55,18 @@ class Heartbeat:
     accepted: bool
     revived: bool  # the row was marked DEAD by a peer, and is RUNNING again
     db_time: datetime
+
+
+@dataclass(frozen=True)
+class Members:
+    """The nodes as one read saw them (see :meth:`NodeStore.members
+    <easyjob.store.contract.NodeStore.members>`): the database time of that read, the live
+    nodes (RUNNING, heard from within the dead threshold) by node id, and the ids of the
+    nodes RUNNING or STOPPING whose heartbeat is older than it (dead, not marked yet)."""
+
+    db_time: datetime
+    live: list[NodeRow]
+    stale: list[str]
 
 
 class Blocked:

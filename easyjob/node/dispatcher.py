@@ -100,6 +100,7 @@ class Dispatcher:
         *,
         pool: Executor | None = None,
         on_free: Callable[[bool, int], None] | None = None,
+        on_busy: Callable[[], None] | None = None,
         metrics: Metrics = NO_METRICS,
         runnable: Mapping[str, Registered] | None = None,
         hooks: Hooks | None = None,
@@ -116,6 +117,7 @@ class Dispatcher:
         self._behind = timedelta(seconds=config.poll)  # see Timetable.room
         # told whether a run that may have children succeeded, and how many runs ended
         self._on_free = on_free
+        self._on_busy = on_busy  # told when a job starts while none ran (the cancel watch)
         #: tasks this node's code declares a child of (resolved names): their successes
         #: write child runs
         self._parents = parents
@@ -458,7 +460,10 @@ class Dispatcher:
         active = _Active(run, deadline)
         with self._lock:
             self._table.started(run, at)
+            first = not self._active
             self._active[run.id] = active
+        if first and self._on_busy is not None:
+            self._on_busy()
         self.jobs.submit(run, active.cancel, at=at if wait else None)
 
     def _event(self, kind: EventKind, run: Run, outcome: Outcome, seconds: float | None) -> None:

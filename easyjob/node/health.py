@@ -111,7 +111,12 @@ class Health:
 
 
 class HealthWatch(Loop):
-    """Every heartbeat: reads how many runs this node holds CLAIMED well past due."""
+    """Every heartbeat: reads how many runs this node holds CLAIMED well past due, while it
+    holds runs waiting to start (*waiting*, from its memory) or the last read found some;
+    else once every *every* steps: a run the database says it holds and it does not know
+    of is one the recovery's orphan sweep takes back (see
+    :meth:`~easyjob.node.recovery.Recoverer.sweep_orphans`), and an idle node makes no
+    read of its own each heartbeat."""
 
     name = "health"
 
@@ -124,6 +129,8 @@ class HealthWatch(Loop):
         log: logging.LoggerAdapter[logging.Logger],
         by: timedelta = HELD_DUE_AFTER,
         now: Callable[[], datetime] | None = None,
+        waiting: Callable[[], bool] = lambda: True,
+        every: int = 1,
     ) -> None:
         super().__init__(interval, log)
         self._store = store
@@ -131,8 +138,17 @@ class HealthWatch(Loop):
         self._health = health
         self._by = by
         self._now = now  # the node's database time: the read is then one statement
+        self._waiting = waiting
+        self._every = every
+        self._steps = 0
+        self._last = 0
 
     def step(self) -> None:
+        periodic = self._steps % self._every == 0
+        self._steps += 1
+        if not (periodic or self._last or self._waiting()):
+            return  # nothing waits here: no run it knows of is held past due
         now = self._now() if self._now is not None else None
         held = self._store.progress.held_due(self._by, node_id=self._node_id, now=now)
-        self._health.held_due(held.get(self._node_id, 0))
+        self._last = held.get(self._node_id, 0)
+        self._health.held_due(self._last)

@@ -20,9 +20,10 @@ __all__ = ["Heartbeater"]
 
 
 class Heartbeater(Loop):
-    """Every ``heartbeat`` seconds: stamp ``heartbeat_at`` (database time), measure the clock
-    offset, and refresh the membership. A heartbeat that fails or hangs simply leaves the
-    node un-fresh (see :class:`Liveness`): it stops claiming until a heartbeat succeeds."""
+    """Every ``heartbeat`` seconds: stamp ``heartbeat_at`` (database time), then in one read
+    measure the clock offset and refresh the membership (the live nodes, and the dead ones
+    for the recovery). A heartbeat that fails or hangs simply leaves the node un-fresh (see
+    :class:`Liveness`): it stops claiming until a heartbeat succeeds."""
 
     name = "heartbeat"
 
@@ -38,7 +39,9 @@ class Heartbeater(Loop):
         broadcast_tasks: Sequence[str] = (),
         catalog: Catalog | None = None,
         problems: Callable[[], list[str]] | None = None,
+        on_stale: Callable[[], None] | None = None,
     ) -> None:
+        self._on_stale = on_stale
         self._broadcast_tasks = list(broadcast_tasks)
         self._catalog = catalog
         self._problems = problems  # the node's health, written with each heartbeat
@@ -67,12 +70,6 @@ class Heartbeater(Loop):
             return
         if beat.revived:
             self.log.warning("peers had declared this node dead; its runs were taken over")
-        # database time from a read of its own, not the write's: that was read before its
-        # UPDATE and commit, so db_now() trailed the server by their length (~3 ms on
-        # PostgreSQL and MariaDB), and so did every start
-        sent = self._clock.now()
-        db_time = self._store.now()
-        self._liveness.beat(db_time, sent, self._clock.now())
         self._refresh_membership()
 
     def register(self) -> None:
@@ -82,7 +79,6 @@ class Heartbeater(Loop):
         config = self._config
         deadline = self._clock.monotonic() + config.dead_threshold.total_seconds() * 1.5
         while True:
-            sent = self._clock.now()
             try:
                 self._store.nodes.register(
                     config.node_id,
@@ -103,8 +99,6 @@ class Heartbeater(Loop):
                     "node id %s has a fresh heartbeat; waiting to see it go stale", config.node_id
                 )
                 self._stop.wait(config.heartbeat)
-        db_time = self._store.now()
-        self._liveness.beat(db_time, sent, self._clock.now())
         self._refresh_membership()
 
     def _health(self) -> str | None:
@@ -113,7 +107,17 @@ class Heartbeater(Loop):
         return "; ".join(problems) or None
 
     def _refresh_membership(self) -> None:
-        """The live nodes, and the bodies of their catalogs not known here yet."""
-        nodes = self._store.nodes.live(self._config.dead_threshold)[1]
-        unknown = self._membership.unknown(nodes)
-        self._membership.set(nodes, self._store.nodes.catalogs(unknown) if unknown else None)
+        """Database time for :class:`Liveness`, the live nodes (and the bodies of their
+        catalogs not known here yet) and the dead ones not marked yet, from one read after
+        the heartbeat's write: its database time, not the write's, which was read before the
+        UPDATE and commit and so trailed the server by their length (~3 ms on PostgreSQL and
+        MariaDB), and so would every start. A dead node seen wakes the recovery
+        (*on_stale*): it marks it DEAD without a read of its own."""
+        sent = self._clock.now()
+        members = self._store.nodes.members(self._config.dead_threshold)
+        self._liveness.beat(members.db_time, sent, self._clock.now())
+        unknown = self._membership.unknown(members.live)
+        catalogs = self._store.nodes.catalogs(unknown) if unknown else None
+        self._membership.set(members.live, catalogs, members.stale)
+        if members.stale and self._on_stale is not None:
+            self._on_stale()

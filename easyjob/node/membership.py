@@ -15,21 +15,37 @@ __all__ = ["Membership"]
 class Membership:
     """The live nodes as of the last heartbeat (sorted by node id) and their catalogs (see
     :class:`~easyjob.core.admission.Catalog`): the view the strategies and the planner's
-    split rank over. Set by the heartbeat thread, read by the others."""
+    split rank over; and the nodes that heartbeat's read found dead. Set by the heartbeat
+    thread, read by the others."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._nodes: list[NodeRow] = []
         self._catalogs: dict[str, Catalog] = {}
         self._declaring: dict[tuple[str, str, str], list[str]] = {}
+        self._stale: list[str] = []
 
-    def set(self, nodes: Iterable[NodeRow], catalogs: Mapping[str, Catalog] | None = None) -> None:
+    def set(
+        self,
+        nodes: Iterable[NodeRow],
+        catalogs: Mapping[str, Catalog] | None = None,
+        stale: Iterable[str] = (),
+    ) -> None:
         """The live *nodes*; *catalogs* adds the bodies of catalogs not known yet (a catalog
-        never changes under its digest, so each is read once)."""
+        never changes under its digest, so each is read once); *stale*: the ids of the nodes
+        that the same read found dead but not marked so yet."""
         with self._lock:
             self._nodes = sorted(nodes, key=lambda n: n.node_id)
             self._catalogs.update(catalogs or {})
             self._declaring = {}
+            self._stale = sorted(stale)
+
+    def stale(self) -> list[str]:
+        """The nodes RUNNING or STOPPING whose heartbeat was older than the dead threshold
+        at the last heartbeat's read (see :meth:`NodeStore.members
+        <easyjob.store.contract.NodeStore.members>`): the recovery marks them DEAD."""
+        with self._lock:
+            return list(self._stale)
 
     def nodes(self) -> list[NodeRow]:
         with self._lock:

@@ -232,6 +232,7 @@ class Node:
             broadcast_tasks=[spec.name for spec in specs if spec.broadcast],
             catalog=catalog,
             problems=lambda: self.health.problems(),
+            on_stale=lambda: self.recovery.wake(),
         )
         self.dispatcher = Dispatcher(
             self.store,
@@ -241,6 +242,7 @@ class Node:
             registered,
             pool=self._pool,
             on_free=lambda children, ended: self.loader.freed(children, ended),
+            on_busy=lambda: self.cancels.busy(),
             metrics=self.metrics,
             runnable=self.registry.runnable(),
             hooks=self.hooks,
@@ -275,6 +277,7 @@ class Node:
             self.store,
             self.config,
             self.liveness,
+            self.membership,
             self.log,
             self.dispatcher.held_ids,
             self.dispatcher.writer,
@@ -294,6 +297,8 @@ class Node:
             self.health,
             self.log,
             now=self.liveness.db_now,
+            waiting=lambda: self.dispatcher.counts()["waiting"] > 0,
+            every=self.config.dead_after,
         )
         self.cancels = CancelWatch(
             self.store,
@@ -303,6 +308,7 @@ class Node:
             self.log,
             self.metrics,
             isolated=self.dispatcher.jobs.isolated,
+            monotonic=self.clock.monotonic,
         )
         loops: tuple[Loop, ...] = (
             self.heartbeat, self.loader, self.planner, self.recovery, self.pruner, self.watch,

@@ -12,6 +12,7 @@ from easyjob.events import EventKind, RunEvent
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
+from easyjob.node.membership import Membership
 from easyjob.node.writer import RunWriter
 from easyjob.observe.metrics import NO_METRICS, Metrics
 from easyjob.store.contract import Store
@@ -20,9 +21,18 @@ __all__ = ["Recoverer"]
 
 
 class Recoverer(Loop):
-    """Every heartbeat: if this node is *stable* (see :class:`Liveness`), find runs held by
-    nodes whose heartbeat is older than the dead threshold, in bounded batches, and make each
-    claimable again as its next attempt (version-checked, so two recoverers never both win).
+    """Steps every heartbeat: if this node is *stable* (see :class:`Liveness`), find runs
+    held by nodes whose heartbeat is older than the dead threshold, in bounded batches, and
+    make each claimable again as its next attempt (version-checked, so two recoverers never
+    both win). The nodes that the last heartbeat's read found dead (:meth:`Membership.stale`) are
+    marked DEAD first; the heartbeat wakes this thread when it finds one.
+
+    The runs of dead nodes are read when that read found a dead node (a crashed node's row
+    is RUNNING or STOPPING until someone marks it: the failover bound is kept), until a
+    takeover is done (a full batch read, or a step that failed), and once per dead
+    threshold whatever it found: the runs of a node marked DEAD by a peer that died before
+    taking them, of a node STOPPED with runs left past its shutdown grace, or of a node
+    whose row is gone, are found within a dead threshold more.
 
     Once per dead threshold it also sweeps for *orphans*: runs the database says this node
     holds but the node does not know of (*known* gives the ids it holds in memory). A claim
@@ -39,6 +49,7 @@ class Recoverer(Loop):
         store: Store,
         config: NodeConfig,
         liveness: Liveness,
+        membership: Membership,
         log: logging.LoggerAdapter[logging.Logger],
         known: Callable[[], set[int]],
         writer: RunWriter,
@@ -46,6 +57,7 @@ class Recoverer(Loop):
         hooks: Hooks | None = None,
     ) -> None:
         super().__init__(config.heartbeat, log)
+        self._membership = membership
         self._hooks = hooks if hooks is not None else Hooks({})
         self._metrics = metrics
         self._store = store
@@ -54,21 +66,29 @@ class Recoverer(Loop):
         self._known = known
         self._writer = writer
         self._steps = 0
+        self._unfinished = False  # a takeover begun and not done (a full batch, an error)
         self._suspects: dict[int, int] = {}
 
     def step(self) -> float | None:
         self._steps += 1
-        if self._steps % self._config.dead_after == 0:
+        sweep = self._steps % self._config.dead_after == 0
+        if sweep:
             self.sweep_orphans()
         if not self._liveness.stable():
             return None
         now = self._liveness.db_now()
         threshold = self._config.dead_threshold
-        if marked := self._store.nodes.mark_dead(threshold, now=now):
+        stale = self._membership.stale()  # seen by the heartbeat's read: no probe of our own
+        marked = self._store.nodes.mark_dead(threshold, now=now) if stale else 0
+        if marked:
             self.log.warning("marked %d node(s) DEAD: no heartbeat for %s", marked, threshold)
+        if not (stale or sweep or self._unfinished):
+            return None  # nobody died: nobody's runs to take back (see the class docstring)
+        self._unfinished = True  # until a read finds less than a batch, and all is written
         held = self._store.runs.held_by_dead(threshold, self._config.batch, now=now)
         held = [h for h in held if h.node_id != self._config.node_id]
         if not held:
+            self._unfinished = False
             return None
         gave_up: list[int] = []
         recovered: list[tuple[HeldRun, int]] = []
@@ -91,7 +111,9 @@ class Recoverer(Loop):
                 ", ".join(map(str, gave_up)),
                 self._config.max_recoveries,
             )
-        return 0.0 if len(held) == self._config.batch else None
+        full = len(held) == self._config.batch
+        self._unfinished = full
+        return 0.0 if full else None
 
     def sweep_orphans(self) -> int:
         """Take back this node's orphans seen in the previous sweep too; returns how many."""

@@ -78,6 +78,7 @@ from easyjob.core.store_values import (
     Heartbeat,
     LastOutcome,
     LateTask,
+    Members,
     Starts,
     Summary,
     is_pattern,
@@ -104,6 +105,7 @@ __all__ = [
     "HistoryStore",
     "LastOutcome",
     "LateTask",
+    "Members",
     "NodeStore",
     "ProgressStore",
     "RunStore",
@@ -466,6 +468,12 @@ class NodeStore(Protocol):
     def live(self, dead_after: timedelta) -> tuple[datetime, list[NodeRow]]:
         """Database time and the RUNNING nodes heard from within *dead_after*, by node id:
         the membership that strategies rank over."""
+        ...
+
+    def members(self, dead_after: timedelta) -> Members:
+        """In one statement: its database time, :meth:`live`'s nodes, and the ids of the
+        RUNNING or STOPPING nodes silent for longer than *dead_after* (those
+        :meth:`mark_dead` would mark): a heartbeat's whole view of its peers."""
         ...
 
 

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from easyjob.core.admission import Catalog
 from easyjob.core.records import NodeRow
 from easyjob.core.states import HELD, NodeStatus, RunStatus
-from easyjob.core.store_values import Heartbeat
+from easyjob.core.store_values import Heartbeat, Members
 from easyjob.errors import NodeIdInUseError
 from easyjob.store.database import Database
 from easyjob.store.engine import db_now
@@ -21,6 +21,9 @@ __all__ = ["Heartbeat", "NodeStore"]
 n = node_table
 c = catalog_table
 d = task_detail_table
+
+#: The statuses of a node that heartbeats: one silent for the dead threshold is dead.
+_ALIVE = [str(NodeStatus.RUNNING), str(NodeStatus.STOPPING)]
 
 
 class NodeStore:
@@ -179,10 +182,7 @@ class NodeStore:
 
         def stale(conn: sa.Connection) -> sa.ColumnElement[bool]:
             cutoff = (now or conn.scalar(sa.select(db_now()))) - dead_after
-            return sa.and_(
-                n.c.status.in_([str(NodeStatus.RUNNING), str(NodeStatus.STOPPING)]),
-                n.c.heartbeat_at < cutoff,
-            )
+            return sa.and_(n.c.status.in_(_ALIVE), n.c.heartbeat_at < cutoff)
 
         def found(conn: sa.Connection) -> bool:
             return bool(conn.scalar(sa.select(sa.exists().where(stale(conn)))))
@@ -248,6 +248,17 @@ class NodeStore:
         node id: the membership strategies rank over. Reads only RUNNING rows."""
         now, nodes = self._read(n.c.status == str(NodeStatus.RUNNING))
         return now, [node for node in nodes if node.age <= dead_after]
+
+    def members(self, dead_after: timedelta) -> Members:
+        """:meth:`live`, and the RUNNING or STOPPING nodes silent for longer than
+        *dead_after* (as :meth:`mark_dead` judges them), from one read of the RUNNING and
+        STOPPING rows (served by the ``(status, heartbeat_at)`` index)."""
+        now, nodes = self._read(n.c.status.in_(_ALIVE))
+        return Members(
+            db_time=now,
+            live=[x for x in nodes if x.status == NodeStatus.RUNNING and x.age <= dead_after],
+            stale=[x.node_id for x in nodes if x.age > dead_after],
+        )
 
 
 def _close_targeted(conn: sa.Connection, node_ids: Sequence[str], what: str) -> None:

@@ -67,6 +67,30 @@ def test_liveness_follows_heartbeat_age(store: Store) -> None:
     assert [x.node_id for x in store.nodes.live(timedelta(seconds=3))[1]] == ["a", "b"]
 
 
+def test_members_are_the_live_nodes_and_the_dead_not_marked_yet(store: Store) -> None:
+    """One read: the live RUNNING nodes, and the RUNNING or STOPPING ones silent for the
+    threshold (those mark_dead marks); a STOPPED or DEAD row is neither."""
+    for node in ("a", "stale", "stopping", "stale-stopping", "stopped", "dead"):
+        _register(store, node)
+    for node in ("stopping", "stale-stopping"):
+        store.nodes.set_status(node, NodeStatus.STOPPING)
+    store.nodes.set_status("stopped", NodeStatus.STOPPED)
+    store.db.write(
+        "dead",
+        lambda conn: conn.execute(
+            n.update().where(n.c.node_id == "dead").values(status=str(NodeStatus.DEAD))
+        ),
+    )
+    for node in ("stale", "stale-stopping", "stopped", "dead"):
+        _age(store, node, 10)
+    members = store.nodes.members(timedelta(seconds=3))
+    assert [x.node_id for x in members.live] == ["a"]
+    assert members.stale == ["stale", "stale-stopping"]
+    assert abs((members.db_time - store.now()).total_seconds()) < 3
+    store.nodes.mark_dead(timedelta(seconds=3))
+    assert store.nodes.members(timedelta(seconds=3)).stale == []
+
+
 def test_dead_mark_and_revival(store: Store) -> None:
     _register(store, "a")
     _register(store, "fresh")

@@ -13,6 +13,7 @@ from easyjob.clock import FakeClock
 from easyjob.core.config import NodeConfig
 from easyjob.core.states import RunStatus, Trigger
 from easyjob.node.liveness import Liveness
+from easyjob.node.membership import Membership
 from easyjob.node.recovery import Recoverer
 from easyjob.node.writer import RunWriter
 from easyjob.store import Store
@@ -25,7 +26,9 @@ def _recoverer(store: Store, known: set[int], **options: int) -> Recoverer:
     config = NodeConfig(node_id="node-a", heartbeat=1.0, dead_after=3, **options)
     liveness = Liveness(FakeClock(), 1.0, timedelta(seconds=3))
     log = logging.LoggerAdapter(logging.getLogger("test"), {})
-    return Recoverer(store, config, liveness, log, lambda: set(known), RunWriter(store, "node-a"))
+    return Recoverer(
+        store, config, liveness, Membership(), log, lambda: set(known), RunWriter(store, "node-a")
+    )
 
 
 def _rows(store: Store) -> list[tuple[int, str, int, str]]:
