@@ -22,6 +22,10 @@ loss is high it is *behind*:
   written follow the runs the cluster starts, not the fires it is offered (as a TCP sender
   paces on loss).
 
+A planner writes no fire ahead of the look-ahead (``plan_ahead``) before its first
+:data:`QUIET` polls have passed without loss (:attr:`Pace.settled`): a node that has just
+started does not know whether its cluster keeps up.
+
 A planner stops being behind after :data:`QUIET` polls in a row without loss in which the
 rate held no due task back. Misses below :data:`MIN_MISSES` a poll never count: a serial
 task slower than its period misses a fire a period by itself, and that is not the

@@ -169,6 +169,9 @@ class DefaultStrategy:
     read the other nodes' runs while they are on time.
     """
 
+    #: it takes other nodes' late runs (when the loader has room to spare: ``steal_by``)
+    steals: ClassVar[bool] = True
+
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
         if view.now is None:  # a view without a clock: any node may take any run
             return list(candidates)
@@ -185,9 +188,6 @@ class DefaultStrategy:
             ):
                 chosen.append(c)
         return chosen
-
-    #: it takes other nodes' late runs (when the loader has room to spare: ``steal_by``)
-    steals: ClassVar[bool] = True
 
     def share(self, view: ClusterView) -> Share | None:
         """This node's home runs as a filter the pending read may apply, or None to read
@@ -214,10 +214,10 @@ def is_home(candidate: Candidate, view: ClusterView) -> bool:
 def steal_turn(run_id: int, rank: int, nodes: int) -> int:
     """The turn of the node ranked *rank* among *nodes* to take run *run_id* (``default``): 0
     for its home node (``run id mod nodes``); for each other node, its place (1 to
-    ``nodes - 1``) in the order in which they may steal it: the k-th once the run is late by k
-    steal delays. So the nodes with room to spare do not all try a late run at once, each
-    run has one first thief, and the first thief rotates with ``run id div nodes`` over the
-    other nodes: a stopped node's runs spread evenly over the rest."""
+    ``nodes - 1``) in the order in which they may steal it (how late the run must be for
+    each: :func:`late_for_turn`). So the nodes with room to spare do not all try a late run
+    at once, each run has one first thief, and the first thief rotates with ``run id div
+    nodes`` over the other nodes: a stopped node's runs spread evenly over the rest."""
     home = run_id % nodes
     if rank == home:
         return 0
