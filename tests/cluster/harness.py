@@ -56,17 +56,20 @@ def wait_until(what: str, predicate: Callable[[], T], timeout: float) -> T:
 # -- a node's /metrics (run --http) ----------------------------------------------------------
 
 
-def get(url: str) -> tuple[int, str]:
+def get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    """The status and body of a GET of *url* (an HTTP error's too)."""
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode()
 
 
-def samples(base: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def samples(
+    base: str, timeout: float = 5.0
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of ``/metrics``, parsed by prometheus_client's own parser."""
-    status, text = get(f"{base}/metrics")
+    status, text = get(f"{base}/metrics", timeout)
     assert status == 200
     found = {}
     for family in text_string_to_metric_families(text):

@@ -38,17 +38,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from easyjob.bench.server_cpu import find_server, listening_ports, tree_cpu_s
+from tests.cluster.harness import samples
 from tests.perf.bench_ab import _Databases, _revision
 
 JOBS = Path(__file__).with_name("idle_jobs.py")
 _HTTP = "http"  # the endpoint's thread (see easyjob.observe.endpoint)
-_TRIPS = re.compile(r'^easyjob_db_round_trips_total\{kind="(\w+)"\} (\S+)$', re.M)
 
 
 @dataclass
@@ -92,9 +91,12 @@ def threads_of(pid: int) -> dict[int, tuple[str, int, int]]:
 
 def scrape(base: str) -> dict[str, float]:
     """The node's database round trips so far, by kind (statement, commit)."""
-    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {kind: float(value) for kind, value in _TRIPS.findall(text)}
+    found = samples(base, timeout=10)
+    return {
+        dict(labels)["kind"]: value
+        for (name, labels), value in found.items()
+        if name == "easyjob_db_round_trips_total"
+    }
 
 
 def figures(before: Sample, after: Sample, seconds: float) -> NodeFigures:

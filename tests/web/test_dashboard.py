@@ -16,7 +16,7 @@ from easyjob.observe.http import HttpServer
 from easyjob.store import RetryPolicy, Store
 from easyjob.store.schema import node_table
 from easyjob.web.app import Dashboard
-from tests.cluster.harness import Cluster
+from tests.cluster.harness import Cluster, get
 from tests.web.conftest import HOSTILE, NODE
 
 pytestmark = pytest.mark.cluster
@@ -33,14 +33,6 @@ def read_only_store(cluster: Cluster) -> Iterator[Store]:
         yield store
     finally:
         store.close()
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
 
 
 def test_pages_escape_what_they_show_and_send_no_write(read_only_store: Store) -> None:
@@ -67,10 +59,10 @@ def test_pages_escape_what_they_show_and_send_no_write(read_only_store: Store) -
         ]
         bodies = {}
         for page in pages:
-            status, body = get(base + page)
+            status, body = get(base + page, timeout=10)
             assert status == 200, (page, body[-2000:])
             bodies[page] = body
-        assert get(base + "/nope")[0] == 404
+        assert get(base + "/nope", timeout=10)[0] == 404
     finally:
         server.close()
     assert sent, "the dashboard read nothing"
