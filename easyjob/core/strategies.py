@@ -208,7 +208,7 @@ def is_home(candidate: Candidate, view: ClusterView) -> bool:
     """Whether *candidate* is a home run of this node (``default``): ``run id mod n`` is its
     rank among the n live nodes that declare the run's task."""
     nodes = view.nodes_for(candidate)
-    return view.me in nodes and candidate.id % len(nodes) == nodes.index(view.me)
+    return view.me in nodes and steal_turn(candidate.id, nodes.index(view.me), len(nodes)) == 0
 
 
 def steal_turn(run_id: int, rank: int, nodes: int) -> int:
