@@ -1,4 +1,4 @@
--- easyjob schema version 6 for postgresql.
+-- easyjob schema version 7 for postgresql.
 -- Generated from easyjob/store/schema.py by `make sql`; do not edit by hand.
 -- Every column is documented in docs/schema.md.
 
@@ -132,6 +132,7 @@ CREATE TABLE easy_job_task_detail (
 	recoveries INTEGER DEFAULT 0 NOT NULL,
 	missed_count BIGINT,
 	last_fire_time TIMESTAMP WITHOUT TIME ZONE,
+	missed_from TIMESTAMP WITHOUT TIME ZONE,
 	kwargs JSON,
 	result JSON,
 	traceback TEXT,
@@ -163,7 +164,7 @@ CREATE TABLE easy_job_task_parent (
 
 CREATE INDEX ix_easy_job_task_parent_parent ON easy_job_task_parent (parent_id);
 
-INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '6');
+INSERT INTO easy_job_meta (name, value) VALUES ('schema_version', '7');
 INSERT INTO easy_job_meta (name, value) VALUES ('compatible_from', '4');
 
 -- Alembic's record of the same version, for `easyjob upgrade-db` later.
@@ -171,4 +172,4 @@ CREATE TABLE easy_job_alembic_version (
 	version_num VARCHAR(32) NOT NULL,
 	CONSTRAINT easy_job_alembic_version_pkc PRIMARY KEY (version_num)
 );
-INSERT INTO easy_job_alembic_version (version_num) VALUES ('schema_6');
+INSERT INTO easy_job_alembic_version (version_num) VALUES ('schema_7');

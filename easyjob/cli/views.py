@@ -98,6 +98,7 @@ RUN_COLUMNS = (
     Column("jitter_s", seconds, right=True),
     Column("late_s", seconds, right=True),
     Column("duration_s", seconds, right=True),
+    Column("missed", right=True),
     Column("result", compact_json(30)),
     Column("error_msg", first_line(60)),
 )

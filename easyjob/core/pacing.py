@@ -10,7 +10,7 @@ loss is high it is *behind*:
 
 - it writes no fire ahead: each advance writes one fire, the one with a chance to start
   (see :func:`easyjob.core.planner.plan_behind`), and the fires passed over meanwhile are
-  one MISSED summary row per gap, never a row each;
+  recorded on that fire's row (its gap: ``missed_from``, ``missed_count``), never a row each;
 - it advances at most :attr:`Pace.rate` tasks per poll, the most overdue first. The rate
   halves after a poll whose misses passed :data:`LOSS` of the fires written in the last two
   polls (and :data:`MIN_MISSES`), at most once per two polls (the fires written before a

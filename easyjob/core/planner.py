@@ -35,9 +35,11 @@ the fires this module misses too).
 Planning behind (:func:`plan_behind`): a node whose cluster misses much of what is written
 (see :mod:`easyjob.core.pacing`) writes one fire per advance, nothing ahead: the latest due
 fire, or, when its successor is due within *margin* (it would be superseded before the
-cluster's backlog let it start), that successor, due soon; every fire passed over is in
-the gap's one MISSED summary row. So a fire the cluster cannot run is never inserted and
-then marked MISSED: what it costs is its share of a summary row.
+cluster's backlog let it start), that successor, due soon; the fires passed over are the
+*gap* that fire's row carries (``missed_from`` its first, ``missed_count`` how many; schema
+version 7), not a row of their own (a sharded task's fire is several rows: its gap stays
+one MISSED summary row). So a fire the cluster cannot run is never inserted and then marked
+MISSED, and a gap costs no row: one row per advance.
 
 Late fires are never dropped silently, and a gap costs O(1) rows whatever its length: the
 MISSED fires of one gap are one *summary* row (``fire_time`` the first, ``last_fire_time``
@@ -118,12 +120,12 @@ def plan_behind(
     excluded: Days | None = None,
 ) -> tuple[Advance, bool]:
     """The advance of *task* at database time *now* by a planner whose cluster is behind:
-    one fire to run (see the module docstring, "Planning behind"), the fires before it one
-    MISSED summary row. A ``catch_up`` or broadcast task is planned as by
-    :func:`plan_advance` up to ``now + margin``, nothing ahead (catching up writes every
-    fire; a broadcast fire is one row per node). Jitter and *excluded* days apply as in
-    :func:`plan_advance`: whether a fire is superseded is judged on due times, and a fire
-    to run on an excluded day is SKIPPED with its stretch."""
+    one fire to run (see the module docstring, "Planning behind"), the fires before it the
+    gap its row carries (a sharded task's: one MISSED summary row). A ``catch_up`` or
+    broadcast task is planned as by :func:`plan_advance` up to ``now + margin``, nothing
+    ahead (catching up writes every fire; a broadcast fire is one row per node). Jitter and
+    *excluded* days apply as in :func:`plan_advance`: whether a fire is superseded is
+    judged on due times, and a fire to run on an excluded day is SKIPPED with its stretch."""
     horizon = now + margin
     if task.misfire == Misfire.CATCH_UP or task.broadcast:
         return plan_advance(task, schedule, now, horizon, cap=cap, excluded=excluded)
@@ -144,7 +146,31 @@ def plan_behind(
     advance = Advance(task.id, task.version, after, tuple(planned), task.shards)
     if excluded:
         advance = _excluding(task, schedule, advance, excluded, cap)
-    return _limited(task, _jittered(task, advance), False)
+    advance, more = _limited(task, advance, False)
+    return _jittered(task, _carried(task, advance)), more
+
+
+def _carried(task: TaskRow, advance: Advance) -> Advance:
+    """*advance* with the gap's MISSED summary carried by the fire that follows it, when
+    that fire is one PENDING row (not a sharded task's): one row instead of two. The
+    fire's ``error_msg`` then says why the gap was missed, for the ``missed`` event; it is
+    not stored (the row's ``error_msg`` is its own run's)."""
+    match advance.fires:
+        case (gap, fire) if (
+            task.shards == 1
+            and gap.status == RunStatus.MISSED
+            and fire.status == RunStatus.PENDING
+            and gap.last_fire_time is not None
+            and gap.last_fire_time < fire.fire_time
+        ):
+            carried = replace(
+                fire,
+                missed_count=gap.missed_count,
+                missed_from=gap.fire_time,
+                error_msg=gap.error_msg,
+            )
+            return replace(advance, fires=(carried,))
+    return advance
 
 
 def _passed_over(

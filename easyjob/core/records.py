@@ -411,9 +411,15 @@ class PlannedFire:
     status: RunStatus = RunStatus.PENDING
     error_msg: str | None = None
     #: A MISSED summary row stands for this many late fires, from ``fire_time`` to
-    #: ``last_fire_time`` (None: the row is one fire).
+    #: ``last_fire_time`` (None: the row is one fire). A PENDING fire that *carries* a gap
+    #: (``missed_from`` set) counts here the fires of that gap, missed before it (None:
+    #: too many to count).
     missed_count: int | None = None
     last_fire_time: datetime | None = None
+    #: The first fire of the gap a PENDING fire carries: every fire of the task's schedule
+    #: from ``missed_from`` to just before ``fire_time`` was MISSED, recorded on this row
+    #: instead of a summary row of its own (see easyjob.core.planner, "Planning behind").
+    missed_from: datetime | None = None
     #: due this long after ``fire_time`` (the task's jitter: ``easy_job_task_detail.jitter_ms``)
     jitter: timedelta = timedelta(0)
 
@@ -421,6 +427,16 @@ class PlannedFire:
     def due_time(self) -> datetime:
         """When the fire may start: its fire time plus its jitter."""
         return self.fire_time + self.jitter
+
+    @property
+    def gap(self) -> tuple[datetime, int] | None:
+        """The MISSED fires this row records, as (the first, how many: 1 for a gap too long
+        to count): a MISSED row's own, or the gap a PENDING fire carries; None if none."""
+        if self.status == RunStatus.MISSED:
+            return self.fire_time, self.missed_count or 1
+        if self.missed_from is not None:
+            return self.missed_from, self.missed_count or 1
+        return None
 
 
 @dataclass(frozen=True)
@@ -625,6 +641,8 @@ class HistoryRow:
     recoveries: int = 0
     missed_count: int | None = None
     last_fire_time: datetime | None = None
+    #: the first fire of the gap this run's row carries (see PlannedFire.missed_from)
+    missed_from: datetime | None = None
     result: Any = None  # the job's JSON return value (see easyjob.core.outcome)
     traceback: str | None = None
     shard: int = 0
@@ -634,3 +652,28 @@ class HistoryRow:
     kwargs: dict[str, Any] | None = None
     #: how long after ``fire_time`` the fire was due, its task's jitter (None: no jitter)
     jitter_ms: int | None = None
+
+    def records(self, fire: datetime) -> bool:
+        """Whether this row records *fire*, a fire of its task's schedule: its own fire, one
+        of a MISSED or SKIPPED summary's span (``fire_time`` to ``last_fire_time``), or one
+        of the gap the row carries (``missed_from`` up to its own fire, each MISSED)."""
+        if self.fire_time == fire:
+            return True
+        if self.last_fire_time is not None and self.fire_time <= fire <= self.last_fire_time:
+            return True
+        return self.missed_from is not None and self.missed_from <= fire < self.fire_time
+
+    @property
+    def missed_fires(self) -> int:
+        """How many fires this row records MISSED: a MISSED row's own (``missed_count`` of a
+        summary), plus the gap it carries; a gap too long to count counts 1."""
+        own = (self.missed_count or 1) if self.status == RunStatus.MISSED else 0
+        if self.missed_from is None:
+            return own
+        return (self.missed_count or 1) + (1 if self.status == RunStatus.MISSED else 0)
+
+    def missed(self, fire: datetime) -> bool:
+        """Whether this row records *fire* as MISSED (see :meth:`records`)."""
+        if self.missed_from is not None and self.missed_from <= fire < self.fire_time:
+            return True
+        return self.status == RunStatus.MISSED and self.records(fire)

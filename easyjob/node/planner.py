@@ -17,7 +17,7 @@ stops the others' planning. The days of the calendars that due tasks exclude com
 While the share of its fires that the node marks MISSED is high, the planner is *behind*
 (:mod:`easyjob.core.pacing`): it advances at most its paced number of due tasks per poll,
 the most overdue first, each by one fire (:func:`easyjob.core.planner.plan_behind`: no fire
-written ahead, the fires passed over one MISSED summary row per gap), so the fires written
+written ahead, the fires passed over recorded on that fire's row), so the fires written
 follow the runs the cluster starts instead of being inserted and then marked MISSED.
 
 Planning runs on its own thread beside the loader's claims: each is a round trip to the
@@ -221,22 +221,18 @@ class Planner(Loop):
     def _report_planned_misses(
         self, tasks: list[TaskRow], advances: list[Advance], won: Iterable[int]
     ) -> None:
-        """A ``missed`` event per MISSED row the planner wrote (one row may stand for
-        ``missed_count`` fires)."""
+        """A ``missed`` event per gap the planner wrote: a MISSED row, or the gap a fire
+        carries (either may stand for ``missed_count`` fires)."""
         names = {task.id: task.name for task in tasks}
         written = set(won)
         for advance in advances:
             if advance.task_id not in written:
                 continue
             for fire in advance.fires:
-                if fire.status == RunStatus.MISSED:
-                    self._hooks.missed(
-                        names[advance.task_id],
-                        self._config.node_id,
-                        fire.fire_time,
-                        fire.error_msg,
-                        fire.missed_count or 1,
-                    )
+                if (gap := fire.gap) is not None:
+                    first, count = gap
+                    name = names[advance.task_id]
+                    self._hooks.missed(name, self._config.node_id, first, fire.error_msg, count)
 
 
 def _pending_fires(advances: list[Advance], won: Iterable[int]) -> int:

@@ -22,7 +22,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from easyjob.core.records import Advance, TaskRow
-from easyjob.core.states import RunStatus
 from easyjob.core.store_values import DB_ERROR_KINDS, ROWS_BY_WRITE
 
 __all__ = [
@@ -369,6 +368,6 @@ def count_misfires(
     names = {task.id: task.name for task in tasks}
     written = set(won)
     for advance in advances:
-        missed = sum((f.missed_count or 1) for f in advance.fires if f.status == RunStatus.MISSED)
+        missed = sum(gap[1] for f in advance.fires if (gap := f.gap) is not None)
         if missed and advance.task_id in written:
             metrics.misfired(names[advance.task_id], missed)

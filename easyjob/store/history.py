@@ -199,6 +199,7 @@ _DETAIL = [
     "recoveries",
     "missed_count",
     "last_fire_time",
+    "missed_from",
     "result",
     "traceback",
     "shard",

@@ -37,7 +37,7 @@ __all__ = [
 
 #: Bumped whenever a table, column or index changes, with a migration that makes it
 #: (:mod:`easyjob.store.migrations`); checked by every node at start.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: The oldest code version that may run on tables of this version (:mod:`easyjob.store.compat`):
 #: SCHEMA_VERSION after a change that older code cannot live with, else unchanged.
 COMPATIBLE_FROM_VERSION = 4
@@ -219,6 +219,7 @@ task_detail_table = sa.Table(
     sa.Column("recoveries", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Column("missed_count", Count),
     sa.Column("last_fire_time", UTCDateTime),
+    sa.Column("missed_from", UTCDateTime),
     sa.Column("kwargs", sa.JSON(none_as_null=True)),
     sa.Column("result", sa.JSON(none_as_null=True)),
     sa.Column("traceback", LongText),

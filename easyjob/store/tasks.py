@@ -328,7 +328,8 @@ class TaskStore:
         it has not started yet (PENDING or CLAIMED) is *behind* and left out: the cluster
         runs fewer of its fires than it is offered, so writing more would only write rows
         to miss. Once that run starts (or is MISSED), the task is planned again, and the
-        fires due meanwhile are one MISSED summary row: under overload a node writes rows
+        fires due meanwhile are one MISSED summary row, or the gap the next fire's row
+        carries (see :func:`easyjob.core.planner.plan_behind`): under overload a node writes rows
         per run it starts, not per fire it is offered.
 
         Cost is O(rows returned): served by the index on (status, next_start_time), and,
@@ -560,7 +561,10 @@ def _fire_rows(
     not None) one per target node (numbered as shards), a MISSED summary of a broadcast
     task's gap too (each node's row names it); a fire with no target node is one SKIPPED row
     saying so, and a MISSED fire of another task one row."""
-    status, reason = fire.status, fire.error_msg
+    # a PENDING row's error_msg is its run's own: the reason of a gap the fire carries is
+    # told by the missed event, not stored
+    status = fire.status
+    reason = fire.error_msg if status != RunStatus.PENDING else None
     if status == RunStatus.PENDING and targets is not None and not targets:
         status = RunStatus.SKIPPED
         reason = "broadcast fire: no RUNNING node declares this task"
@@ -585,6 +589,7 @@ def _fire_rows(
             "create_time": now,
             "missed_count": fire.missed_count,
             "last_fire_time": fire.last_fire_time,
+            "missed_from": fire.missed_from,
             "shard": shard,
             "shards": shards,
             "target_node": target,

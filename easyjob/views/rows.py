@@ -109,7 +109,9 @@ def run_rows(
 ) -> list[Row]:
     """Run rows with ``duration_s`` (end minus start, for runs that started and ended),
     ``jitter_s`` (the fire's jitter: due after its fire time by that; None without),
-    ``late_s`` (start after due time: lateness, measured apart from the jitter) and
+    ``late_s`` (start after due time: lateness, measured apart from the jitter),
+    ``missed`` (how many fires the row records MISSED: its own, a summary's, or the gap
+    before its fire that it carries; see :attr:`HistoryRow.missed_fires`) and
     ``taken_by``: for an ABANDONED run, the node of the attempt that took it over (from
     *takeovers*, :meth:`~easyjob.store.contract.ViewStore.takeovers`; None while unclaimed).
     An ABANDONED run's ``error_msg`` is completed with that attempt and its node."""
@@ -120,6 +122,7 @@ def run_rows(
         row["duration_s"] = (end - start).total_seconds() if start and end else None
         row["jitter_s"] = run.jitter_ms / 1000 if run.jitter_ms is not None else None
         row["late_s"] = max(0.0, (start - run.due_time).total_seconds()) if start else None
+        row["missed"] = run.missed_fires
         row["taken_by"] = None
         after = (takeovers or {}).get(run.id)
         if run.status == RunStatus.ABANDONED and after is not None:

@@ -144,11 +144,12 @@ def build(obs: Observation) -> Report:
         note("forbidden", _key(key))
 
     rows = {(r.task_name, r.fire_time) for r in obs.runs}
-    # a MISSED summary row stands for every fire of its task from fire_time to last_fire_time
-    spans = [(r.task_name, r.fire_time, r.last_fire_time) for r in obs.runs if r.last_fire_time]
+    # a summary row stands for every fire of its task from fire_time to last_fire_time, and a
+    # row that carries a gap for the fires from missed_from to its own
+    spans = [r for r in obs.runs if r.last_fire_time or r.missed_from]
 
     def has_row(k: Key) -> bool:
-        return k in rows or any(k[0] == n and a <= k[1] <= b for n, a, b in spans)
+        return k in rows or any(k[0] == r.task_name and r.records(k[1]) for r in spans)
 
     dropped = [
         k
@@ -263,14 +264,19 @@ def _superseded(key: Key, obs: Observation, ran: Mapping[Key, list[Execution]]) 
     """Whether fire *key* has a MISSED row (or lies in a summary row's span) saying that a
     later fire of its task was due first, and a later fire of its task ran."""
     name, fire = key
-    marked = any(
-        r.task_name == name
-        and r.status == RunStatus.MISSED
-        and SUPERSEDED in (r.error_msg or "")
-        and (r.fire_time == fire or (r.last_fire_time and r.fire_time <= fire <= r.last_fire_time))
-        for r in obs.runs
-    )
+    marked = any(r.task_name == name and superseded(r, fire) for r in obs.runs)
     return marked and any(k[0] == name and k[1] > fire and execs for k, execs in ran.items())
+
+
+def superseded(row: HistoryRow, fire: datetime) -> bool:
+    """Whether *row* records *fire* MISSED because a later fire of its task was due first:
+    a MISSED row (or summary) that says so, or a fire of the gap the row carries (the
+    planner passes a fire over only for a later one, the row's own, due)."""
+    if row.missed_from is not None and row.missed_from <= fire < row.fire_time:
+        return True
+    return (
+        row.status == RunStatus.MISSED and SUPERSEDED in (row.error_msg or "") and row.records(fire)
+    )
 
 
 def _allowed(prev: Execution, nxt: Execution, obs: Observation) -> bool:

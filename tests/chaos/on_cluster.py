@@ -21,7 +21,7 @@ from croniter import croniter
 from easyjob.core.states import HELD, RunStatus, Trigger
 from easyjob.store.schema import node_table
 from tests.chaos import ledger
-from tests.chaos.checker import SUPERSEDED, Expectations, Observation, Report, build, check
+from tests.chaos.checker import Expectations, Observation, Report, build, check, superseded
 from tests.chaos.expected import Window
 from tests.chaos.faults import FaultLog
 from tests.chaos.runner import REPORT_ENV
@@ -87,15 +87,12 @@ def settle(cluster: Cluster, ticks: int, window: Window, timeout: float) -> None
         for name, fire in ok:
             latest[name] = max(fire, latest.get(name, fire))
         for r in runs:
-            if r.status != RunStatus.MISSED or SUPERSEDED not in (r.error_msg or ""):
+            if r.status != RunStatus.MISSED and r.missed_from is None:
                 continue
-            last = r.last_fire_time or r.fire_time
             ok |= {
                 (name, fire)
                 for name, fire in owed
-                if name == r.task_name
-                and r.fire_time <= fire <= last
-                and fire < latest.get(name, fire)
+                if name == r.task_name and superseded(r, fire) and fire < latest.get(name, fire)
             }
         return owed <= ok
 

@@ -304,6 +304,7 @@ def test_history_human_table(cli: Cli, store: Store, db_url: str) -> None:
         "jitter_s",
         "late_s",
         "duration_s",
+        "missed",
         "result",
         "error_msg",
     ]

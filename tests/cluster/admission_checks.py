@@ -46,9 +46,10 @@ def latest_due(at: datetime) -> datetime:
 
 
 def _covers(row: HistoryRow, fire: datetime) -> bool:
-    """*row* is about *fire*: its own fire, or a MISSED summary row whose range holds it."""
-    if row.status == RunStatus.MISSED and row.last_fire_time is not None:
-        return row.fire_time <= fire <= row.last_fire_time
+    """*row* is about *fire*: its own fire, a fire of a MISSED summary row's range, or of the
+    gap the row carries."""
+    if row.status == RunStatus.MISSED or row.missed_from is not None:
+        return row.records(fire)
     return row.fire_time == fire
 
 
@@ -67,6 +68,8 @@ def describe(row: HistoryRow) -> str:
         what += f" node={row.node_id} target={row.target_node}"
     if row.last_fire_time not in (None, row.fire_time):
         what += f" fires {hms(row.fire_time)}..{hms(row.last_fire_time)}"
+    if row.missed_from is not None:
+        what += f" after a gap from {hms(row.missed_from)} ({row.missed_count} missed)"
     if row.error_msg:
         what += f" {row.error_msg!r}"
     return what

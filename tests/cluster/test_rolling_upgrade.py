@@ -27,8 +27,8 @@ from tests.cluster.test_cluster import expected_fires
 
 pytestmark = pytest.mark.cluster
 
-#: The last commit of schema version 5 (landed in stop 28), before version 6's additions.
-PREVIOUS_RELEASE = "4810919"
+#: The last commit of schema version 6 (landed in stop 30), before version 7's addition.
+PREVIOUS_RELEASE = "695be59"
 ROOT = Path(__file__).resolve().parents[2]
 TICKS = 5
 NEXT = SCHEMA_VERSION + 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -164,6 +164,8 @@ class Facts:
     held_by_dead: int
     late_pending: int
     manual: int
+    #: the first fire of the summary row's gap, and of the gap the late fire carries
+    missed: dict[str, Any]
 
 
 def _claim_start(store: Store, node: str, run_id: int) -> Run:
@@ -202,16 +204,27 @@ def _populate(store: Store) -> Facts:
     # Fires 30, 20, 10, 5 and 2 minutes ago; the loader stopped advancing a minute ago.
     now = store.db.now().replace(microsecond=0)
     fires = [now - timedelta(minutes=m) for m in (30, 20, 10, 5, 2)]
+    # a summary row of the fires 40 to 35 minutes ago, and the fire of 2 minutes ago carries
+    # the gap of the fires 4 and 3 minutes ago
+    summary = PlannedFire(
+        now - timedelta(minutes=40),
+        RunStatus.MISSED,
+        "missed 6 fires",
+        missed_count=6,
+        last_fire_time=now - timedelta(minutes=35),
+    )
+    carrying = PlannedFire(fires[-1], missed_count=2, missed_from=now - timedelta(minutes=4))
     advance = Advance(
         refresh.id,
         refresh.version,
         now - timedelta(minutes=1),
-        tuple(PlannedFire(f) for f in fires),
+        (summary, *(PlannedFire(f) for f in fires[:-1]), carrying),
     )
     assert store.tasks.advance("node-a", [advance]) == [refresh.id]
     pending = store.runs.pending(now + timedelta(days=1), 1000)
     ids = [c.id for c in pending if c.task_id == refresh.id]
     assert len(ids) == len(fires)
+    missed = {"summary": now - timedelta(minutes=40), "gap": now - timedelta(minutes=4)}
 
     assert store.runs.finish(_claim_start(store, "node-a", ids[0]))
     assert store.runs.fail(_claim_start(store, "node-a", ids[1]), "ValueError: boom", retry_in=None)
@@ -234,6 +247,7 @@ def _populate(store: Store) -> Facts:
         held_by_dead=ids[3],
         late_pending=ids[4],
         manual=manual,
+        missed=missed,
     )
 
 
@@ -279,12 +293,29 @@ def _check_counts(rows: Rows, facts: Facts) -> None:
     # the late cron fire, the retry, the manual run, the child of the success
     assert counts[(None, "PENDING")] == 4
     assert counts[(None, "SKIPPED")] == 1  # the child of the failure
+    assert counts[(None, "MISSED")] == 1  # the summary row
 
 
 def _check_history(rows: Rows, facts: Facts) -> None:
-    assert len(rows) == 7  # five cron fires, one retry, one manual run
+    assert len(rows) == 8  # five cron fires, a summary row, one retry, one manual run
     assert rows[0]["id"] == facts.manual
     assert {r["triggered_by"] for r in rows} == {"cron", "retry", "manual"}
+
+
+def _check_missed(rows: Rows, facts: Facts) -> None:
+    def when(value: Any) -> str:  # SQLite answers text, the others naive datetimes
+        return str(value.replace(tzinfo=None) if isinstance(value, datetime) else value)[:19]
+
+    got = [
+        (r["id"], r["status"], when(r["first_missed"]), r["missed_before"] is None) for r in rows
+    ]
+    first = {k: when(v) for k, v in facts.missed.items()}
+    assert got == [
+        (facts.late_pending, "PENDING", first["gap"], False),
+        (got[1][0], "MISSED", first["summary"], True),
+    ]
+    assert [int(r["missed_count"]) for r in rows] == [2, 6]
+    assert rows[0]["last_missed"] is None and rows[1]["last_missed"] is not None
 
 
 def _check_held(rows: Rows, facts: Facts) -> None:
@@ -336,6 +367,7 @@ EXPECTED: dict[str, Check] = {
     "Late schedules: ACTIVE tasks whose next_start_time has passed": _names({"refresh_cache"}),
     "What failed today (UTC)": _check_failed_today,
     "Run counts per node and status": _check_counts,
+    "Missed fires of one task": _check_missed,
     "A task's recent history": _check_history,
     "Runs held by each node": _check_held,
     "Runs that recovery will take back": _check_recoverable,

@@ -97,12 +97,16 @@ def test_a_saturated_node_summarises_the_fires_it_cannot_run(
     # every fire was written ahead, then missed
     inserted_then_missed = after.missed_after_insert - before.missed_after_insert
     assert inserted_then_missed <= ran // 2, (inserted_then_missed, ran)
-    # a run's insert, claim-and-start and end, the summary of the fires before it and its
-    # task row's advance, and the overshoots: 5.9 measured (7.3 when due runs with no worker
-    # free were claimed to wait, then started; 49.5 when fires were written ahead)
+    # a run's insert, claim-and-start and end, its task row's advance, and the overshoots:
+    # 4.67 measured (5.9 when the fires before it were a summary row of their own, 7.3 when
+    # due runs with no worker free were claimed to wait, then started; 49.5 when fires were
+    # written ahead)
     rows = (after.run_rows - before.run_rows + after.task_rows - before.task_rows) / ran
-    assert rows <= 6.5, (rows, before, after)
-    assert {r.status for r in node.history("t0")} >= {"SUCCESS", "MISSED"}
+    assert rows <= 5.2, (rows, before, after)
+    # the fires it could not run are recorded: on the row of the fire after each gap
+    history = node.history("t0")
+    assert {r.status for r in history} >= {"SUCCESS"}
+    assert any(r.missed_from is not None and r.missed_fires >= 1 for r in history)
 
 
 def test_a_saturated_node_claims_and_starts_each_run_in_one_write(

@@ -51,7 +51,7 @@ def _task_id(name: str) -> str:
 def fill(engine: sa.Engine, version: int) -> None:
     """Rows in every table of a database of *version*, using every column it has, with
     values other than the defaults where a column has one."""
-    v2, v3, v4 = version >= 2, version >= 3, version >= 4
+    v2, v3, v4, v6 = version >= 2, version >= 3, version >= 4, version >= 6
     with engine.begin() as conn:
         for node_id, status, stopped in (("n1", "RUNNING", "NULL"), ("n2", "STOPPED", T2)):
             row = {
@@ -123,6 +123,13 @@ def fill(engine: sa.Engine, version: int) -> None:
                     "shards": "2",
                     "broadcast": "true" if name == "jobs.c" else "false",
                 }
+            if v6:
+                row |= {
+                    "jitter_ms": "1500",
+                    "exclude_calendar": "'holidays'",
+                    "max_running": "3",
+                    "priority": "-2",
+                }
             _insert(conn, "easy_job_task", row)
         for i, (task, status, trigger, attempt) in enumerate(
             (
@@ -170,6 +177,8 @@ def fill(engine: sa.Engine, version: int) -> None:
                     "shards": "2",
                     "target_node": "'n1'",
                 }
+            if v6:
+                row |= {"jitter_ms": "250", "priority": "5"}
             _insert(conn, "easy_job_task_detail", row)
         # a pruned row: its id must never be handed out again
         _insert(conn, "easy_job_task_detail", {**row, "fire_time": T2, "due_time": T2})

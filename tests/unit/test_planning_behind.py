@@ -20,32 +20,50 @@ def _s(seconds: float) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def test_a_late_task_writes_its_latest_due_fire_and_one_summary() -> None:
+def test_a_late_task_writes_its_latest_due_fire_carrying_the_gap() -> None:
+    """The fires passed over are recorded on the fire's own row (``missed_from``,
+    ``missed_count``): one row per advance, not a summary row beside it."""
     now = T0 + _s(10.2)  # fires T0..T0+10 due; T0+11 is 0.8 s away
     advance, more = plan_behind(task(T0), EVERY_SECOND, now, HALF)
-    summary, fire = advance.fires
-    assert statuses(advance.fires) == ["M", "P"] and not more
-    assert (summary.fire_time, summary.last_fire_time, summary.missed_count) == (
-        T0,
-        T0 + _s(9),
-        10,
-    )
-    assert fire.fire_time == T0 + _s(10)
+    (fire,) = advance.fires
+    assert statuses(advance.fires) == ["P"] and not more
+    assert (fire.fire_time, fire.missed_from, fire.missed_count) == (T0 + _s(10), T0, 10)
+    assert fire.last_fire_time is None
+    assert fire.gap == (T0, 10)
+    assert fire.error_msg is not None and "missed 10 fires" in fire.error_msg
     assert advance.next_start_time == T0 + _s(11)
 
 
 def test_a_due_fire_whose_successor_comes_within_the_margin_gives_way_to_it() -> None:
     now = T0 + _s(10.7)  # the latest due fire (T0+10) has 0.3 s left before T0+11 is due
     advance, _ = plan_behind(task(T0), EVERY_SECOND, now, HALF)
+    (fire,) = advance.fires
+    assert (fire.status, fire.fire_time) == (RunStatus.PENDING, T0 + _s(11))
+    assert (fire.missed_from, fire.missed_count) == (T0, 11)
+    assert fire.error_msg is not None and "not started before a later fire" in fire.error_msg
+    assert advance.next_start_time == T0 + _s(12)
+
+
+def test_a_sharded_task_keeps_a_summary_row_beside_its_fire() -> None:
+    """A sharded fire is several rows: the gap stays one summary row of its own."""
+    now = T0 + _s(10.2)
+    advance, _ = plan_behind(replace(task(T0), shards=3), EVERY_SECOND, now, HALF)
     summary, fire = advance.fires
+    assert statuses(advance.fires) == ["M", "P"]
     assert (summary.fire_time, summary.last_fire_time, summary.missed_count) == (
         T0,
-        T0 + _s(10),
-        11,
+        T0 + _s(9),
+        10,
     )
-    assert summary.error_msg is not None and "not started before a later fire" in summary.error_msg
-    assert (fire.status, fire.fire_time) == (RunStatus.PENDING, T0 + _s(11))
-    assert advance.next_start_time == T0 + _s(12)
+    assert fire.missed_from is None and fire.gap is None
+
+
+def test_a_gap_too_long_to_count_is_carried_uncounted() -> None:
+    now = T0 + _s(20_000.2)  # more fires than the cap of 5,000
+    advance, _ = plan_behind(task(T0), EVERY_SECOND, now, HALF)
+    (fire,) = advance.fires
+    assert (fire.fire_time, fire.missed_from, fire.missed_count) == (T0 + _s(20_000), T0, None)
+    assert fire.error_msg is not None and "too many to count" in fire.error_msg
 
 
 def test_an_on_time_task_writes_one_fire_and_nothing_ahead() -> None:
