@@ -40,7 +40,7 @@ def _history(store: Store) -> dict[str, int]:
 
 def _as_version_3(store: Store, counts: dict[str, int]) -> None:
     """What a version 3 database with the same history holds: ``success_count``, every
-    success ever, none of version 5's and 6's tables and columns, and ``schema_version`` 3."""
+    success ever, none of the tables and columns of versions 5 to 7, and ``schema_version`` 3."""
     mysql = store.db.dialect in ("mysql", "mariadb")
     rename = (
         "ALTER TABLE easy_job_task CHANGE pruned_success_count success_count "
@@ -64,6 +64,7 @@ def _as_version_3(store: Store, counts: dict[str, int]) -> None:
             ("easy_job_task", "max_running"),
             ("easy_job_task", "priority"),
             ("easy_job_task_detail", "priority"),
+            ("easy_job_task_detail", "missed_from"),  # what version 7 added
         ):
             conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {column}")
         for name, count in counts.items():
