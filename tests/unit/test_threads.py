@@ -4,6 +4,7 @@ platform has no ``prctl``."""
 
 from __future__ import annotations
 
+import ast
 import sys
 import threading
 from pathlib import Path
@@ -108,3 +109,19 @@ def test_without_prctl_only_python_knows_the_name(
     _names_seen(NamedThread("recovery", body), seen)
     # the kernel's name is the one a new thread inherits from the thread that started it
     assert seen == [("ej-cancels-ünïcode-and-far-too-long", before)]
+
+
+def test_easyjob_starts_threads_only_through_this_module() -> None:
+    """A thread made with ``threading.Thread`` or a ``ThreadPoolExecutor`` of its own would
+    read ``python`` in ``top -H``: every one goes through :mod:`easyjob.threads`."""
+    package = Path(threads.__file__).parent
+    made = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "threads.py" and path.parent == package:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                called = ast.unparse(node.func).rsplit(".", 1)[-1]
+                if called in ("Thread", "ThreadPoolExecutor", "Timer"):
+                    made.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert made == []
