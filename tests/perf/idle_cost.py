@@ -45,7 +45,7 @@ from pathlib import Path
 from easyjob.bench.server_cpu import find_server, listening_ports, tree_cpu_s
 from easyjob.threads import PREFIX
 from tests.cluster.harness import samples
-from tests.perf.bench_ab import _Databases, _revision
+from tests.perf.bench_ab import Databases, revision
 
 JOBS = Path(__file__).with_name("idle_jobs.py")
 _HTTP = "http"  # the endpoint's thread (see easyjob.observe.endpoint)
@@ -254,7 +254,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     roots = {chr(ord("A") + i): p.resolve() for i, p in enumerate(args.checkout or [Path(".")])}
     for label, root in roots.items():
-        print(f"{label} = {root} ({_revision(root)})")
+        print(f"{label} = {root} ({revision(root)})")
     settings = " ".join(args.node) or "default settings"
     print(
         f"{args.nodes} node(s) on {args.db}, {args.tasks} idle task(s), {args.every} every "
@@ -262,7 +262,7 @@ def main(argv: list[str]) -> int:
     )
     results: dict[str, list[Trial]] = {label: [] for label in roots}
     with tempfile.TemporaryDirectory(prefix="easyjob-idle-cost-") as scratch:
-        databases = _Databases(args.db, Path(scratch))
+        databases = Databases(args.db, Path(scratch))
         try:
             for round_ in range(1, args.rounds + 1):
                 labels = list(roots)

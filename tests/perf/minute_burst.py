@@ -48,10 +48,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+import easyjob
 from easyjob.bench.metrics import percentile
 from easyjob.bench.trial import TrialConfig, job_calls, start_nodes, stop_nodes, wait_live
 from easyjob.bench.window import WindowReadings, WindowSampler, locate_server
 from easyjob.store import Store
+from tests.perf.bench_ab import revision
 from tests.rig.servers import PostgresServer
 
 CRON = "* * * * *"
@@ -357,17 +359,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             statements=args.statements,
         )
         result["settings"] = settings
-        result["code"] = _revision()
+        root = Path(easyjob.__file__).resolve().parents[1]
+        result["code"] = f"{root} ({revision(root)})"
     print(format_table(result), file=sys.stderr)
     if args.json:
         print(json.dumps(result))
     return 0
-
-
-def _revision() -> str:
-    import easyjob
-
-    return str(Path(easyjob.__file__).resolve().parents[1])
 
 
 if __name__ == "__main__":
