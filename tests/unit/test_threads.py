@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,7 @@ def test_long_worker_names_stay_distinct() -> None:
     assert len(names) == 199 and all(len(name) == 15 for name in names)
 
 
-def _names_seen(start: threading.Thread, seen: list[tuple[str, str]]) -> None:
+def _names_seen(start: threading.Thread, seen: Sequence[object]) -> None:
     start.start()
     start.join(10)
     assert not start.is_alive() and len(seen) == 1
