@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import urllib.request
 
+from easyjob.threads import NamedThread
+
 __all__ = ["Scraper"]
 
 
@@ -16,7 +18,7 @@ class Scraper:
         self._urls = urls
         self._interval = interval
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="bench-scraper", daemon=True)
+        self._thread = NamedThread("bench-scrape", self._loop)
         self.scrapes = 0
         self.failures = 0
 

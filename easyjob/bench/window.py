@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from easyjob.bench.server_cpu import find_server, process_cpu_s, tree_cpu_s
 from easyjob.core.store_values import ROWS_BY_WRITE
+from easyjob.threads import NamedThread
 
 __all__ = ["WindowReadings", "WindowSampler", "locate_server", "node_counters"]
 
@@ -101,9 +102,7 @@ class WindowSampler:
 
     def start(self, begin: float, end: float) -> None:
         """Sample at monotonic times *begin* and *end*."""
-        self._thread = threading.Thread(
-            target=self._sample, args=(begin, end), name="bench-window", daemon=True
-        )
+        self._thread = NamedThread("bench-window", self._sample, begin, end)
         self._thread.start()
 
     def _sample(self, begin: float, end: float) -> None:

@@ -58,6 +58,7 @@ from easyjob.node.writer import RunWriter
 from easyjob.observe.metrics import NO_METRICS, Metrics
 from easyjob.registry import Registered
 from easyjob.store.contract import BLOCKED, Store
+from easyjob.threads import NamedThread
 
 __all__ = ["Dispatcher"]
 
@@ -141,7 +142,7 @@ class Dispatcher:
         )
         self.claimed = 0
         self.completed = 0
-        self._thread = threading.Thread(target=self._loop, name="easyjob-dispatch", daemon=True)
+        self._thread = NamedThread("dispatch", self._loop)
 
     # -- for the loader and the recovery thread -----------------------------------------
 

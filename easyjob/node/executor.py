@@ -17,9 +17,8 @@ access to the tables is not code execution).
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 
 from easyjob.clock import Clock, sleep
 from easyjob.core.outcome import Outcome, failed
@@ -29,6 +28,7 @@ from easyjob.errors import TaskDefinitionError
 from easyjob.node.isolation import ProcessPool, preload
 from easyjob.node.jobcall import CancelFlag, invoke, job_call
 from easyjob.registry import Registered
+from easyjob.threads import NamedThread, worker_pool
 
 __all__ = ["CancelFlag", "Done", "JobRunner", "executor_for"]
 
@@ -72,7 +72,7 @@ class JobRunner:
         self._isolation = isolation
         self._clock = clock
         self._done = done
-        self._pool = pool or ThreadPoolExecutor(workers, thread_name_prefix="easyjob-worker")
+        self._pool = pool or worker_pool(workers)
         entries = [*tasks.values(), *self._runnable.values()]
         preload(entry.fn.__module__ for entry in entries)
         self._isolating = isolation == "process" or any(e.executor == "process" for e in entries)
@@ -89,7 +89,7 @@ class JobRunner:
         own, when this node runs any task in a child by default (a thread node starts them
         on its first recovered run instead)."""
         if self._isolating:
-            threading.Thread(target=self.children.warm, name="easyjob-warm", daemon=True).start()
+            NamedThread("warm", self.children.warm).start()
 
     def entry(self, run: Run) -> Registered | None:
         """The code this node registered for *run*, if it is the run's function: the

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from easyjob.events import DRAIN_S, QUEUE_LIMIT, EventKind, Hook, RunEvent
+from easyjob.threads import NamedThread
 
 __all__ = ["Hooks"]
 
@@ -37,7 +38,7 @@ class Hooks:
         self._busy = False
         self.dropped = 0
         self.failed = 0  # hooks that raised
-        self._thread = threading.Thread(target=self._loop, name="easyjob-events", daemon=True)
+        self._thread = NamedThread("events", self._loop)
 
     def wants(self, task_name: str, kind: EventKind) -> bool:
         """Whether any hook would be called for *kind* events of *task_name* (build the event

@@ -35,6 +35,7 @@ from typing import Any
 
 from easyjob.core.outcome import ERROR_LIMIT, Outcome
 from easyjob.node.jobcall import CancelFlag, JobCall, invoke, resolve
+from easyjob.threads import NamedThread, name_this_thread
 
 __all__ = ["RUNS_PER_CHILD", "ProcessPool"]
 
@@ -171,14 +172,14 @@ class ProcessPool:
                 replace = True
         # off the run's path: the outcome is reported while the child exits and a warm
         # replacement starts
-        threading.Thread(target=self._retire, args=(child, replace), daemon=True).start()
+        NamedThread("retire", self._retire, child, replace).start()
 
     def _replace(self) -> None:
         """Start a warm child in the background for one that died or was killed."""
         with self._lock:
             if self._closed:
                 return
-        threading.Thread(target=self.warm, name="easyjob-warm", daemon=True).start()
+        NamedThread("warm", self.warm).start()
 
     def _retire(self, child: _Child, replace: bool) -> None:
         child.close()
@@ -197,9 +198,10 @@ def _died(code: int | None, cancelled: bool) -> str:
 def _serve(conn: Connection, life: Connection) -> None:
     """In the child: make calls until the node closes the pipe."""
     os.setsid()  # out of the node's process group and terminal
+    name_this_thread("child")  # ps tells a node's children from the node
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    threading.Thread(target=_watch, args=(life,), name="easyjob-lifeline", daemon=True).start()
+    NamedThread("lifeline", _watch, life).start()
     while True:
         try:
             call: JobCall = conn.recv()

@@ -6,6 +6,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from easyjob.threads import NamedThread
+
 __all__ = ["Loop"]
 
 
@@ -25,7 +27,7 @@ class Loop:
         self.log = log
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"easyjob-{self.name}", daemon=True)
+        self._thread = NamedThread(self.name, self._run)
         self.progress: Callable[[str, bool], None] | None = None
 
     def start(self) -> None:

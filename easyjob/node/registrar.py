@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 from easyjob.core.records import TaskSpec
 from easyjob.store.contract import Store
+from easyjob.threads import NamedThread
 
 __all__ = ["Registrar"]
 
@@ -50,9 +51,7 @@ class Registrar:
         """Register on a thread of its own; returns at once."""
         if self._done.is_set():
             return
-        self._thread = threading.Thread(
-            target=self._background, name="easyjob-registrar", daemon=True
-        )
+        self._thread = NamedThread("registrar", self._background)
         self._thread.start()
 
     def register(self) -> None:

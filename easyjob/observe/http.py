@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 import re
 import socket
-import threading
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
 from easyjob.errors import ConfigError
 from easyjob.observe.wsgi import App, Request, Response, WSGIApp
+from easyjob.threads import NamedThread, name_this_thread
 
 __all__ = ["App", "HttpServer", "Request", "Response", "parse_address"]
 
@@ -37,6 +37,11 @@ def parse_address(text: str) -> tuple[str, int]:
 
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    role = "http"
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        name_this_thread(self.role)  # a request's thread is the server's, named as its own
+        super().process_request_thread(request, client_address)
 
 
 class _Server6(_Server):
@@ -56,9 +61,8 @@ class HttpServer:
         except OSError as err:
             raise ConfigError(f"cannot serve HTTP on {_show(host, port)}: {err}") from err
         self._server.set_app(app)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name=f"easyjob-{name}", daemon=True
-        )
+        self._server.role = name
+        self._thread = NamedThread(name, self._server.serve_forever)
 
     @property
     def address(self) -> tuple[str, int]:

@@ -39,7 +39,7 @@ from tests.chaos.catalog import CHAINS, TICK_CRON
 from tests.chaos.checker import FAILOVER_SLACK_S, Expectations, Observation, Report, build
 from tests.chaos.expected import Window, cron_fires
 from tests.chaos.faults import Fault, FaultLog
-from tests.cluster.harness import NodeProcess, wait_until
+from tests.cluster.harness import NodeProcess, sleep_until, wait_until
 from tests.rig.servers import DatabaseServer
 
 __all__ = ["SETTINGS", "Action", "Play", "Scenario", "Settings", "Step", "play"]
@@ -401,9 +401,9 @@ def play(scenario: Scenario, db_url: str, server: DatabaseServer | None, workdir
         current.start_sampling()
         began = time.monotonic()
         for step in sorted(scenario.steps, key=lambda s: s.at):
-            _sleep_until(began + step.at)
+            sleep_until(began + step.at)
             step.action(current)
-        _sleep_until(began + scenario.duration_s)
+        sleep_until(began + scenario.duration_s)
         time.sleep(scenario.settle_s)
         window = Window(start, current.db_now())
         expect = (scenario.expect or default_expectations)(current, window)
@@ -454,12 +454,6 @@ def _record(report: Report) -> None:
         return
     line = json.dumps(report.as_dict(), sort_keys=True) + "\n"
     ledger.append(path, line)
-
-
-def _sleep_until(deadline: float) -> None:
-    delay = deadline - time.monotonic()
-    if delay > 0:
-        time.sleep(delay)
 
 
 # -- faults ----------------------------------------------------------------------------------

@@ -53,6 +53,13 @@ def wait_until(what: str, predicate: Callable[[], T], timeout: float) -> T:
         time.sleep(0.05)
 
 
+def sleep_until(moment: float, clock: Callable[[], float] = time.monotonic) -> None:
+    """Sleep until *clock* reads *moment* (at once if it is past): a second at a time, so a
+    wall clock (``clock=time.time``) that steps meanwhile is followed."""
+    while (left := moment - clock()) > 0:
+        time.sleep(min(left, 1.0))
+
+
 # -- a node's /metrics (run --http) ----------------------------------------------------------
 
 

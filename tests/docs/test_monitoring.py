@@ -1,7 +1,9 @@
-"""Every metric that docs/monitoring.md and the Grafana dashboard name is one a node exports."""
+"""Every metric that docs/monitoring.md and the Grafana dashboard name is one a node exports;
+its table of thread names is the names easyjob gives its threads."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -10,6 +12,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from easyjob.observe.metrics import Gauges, NodeMetrics
+from easyjob.threads import PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"\beasyjob_[a-z_]+")
@@ -47,3 +50,34 @@ def test_documented_metrics_exist() -> None:
     # and every exported family is documented
     families = {re.sub(r"_(bucket|count|sum|created)$", "", n) for n in names}
     assert {f for f in families if f not in page and f + "_total" not in page} == set()
+
+
+def _named_roles() -> set[str]:
+    """The roles easyjob's code names threads by: NamedThread's and name_this_thread's
+    first argument, a loop's ``name``, an HTTP server's ``name``, the worker pool's."""
+    roles = {"worker-N"}
+    for path in (ROOT / "easyjob").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                if node.func.id in ("NamedThread", "name_this_thread") and node.args:
+                    roles.add(_text(node.args[0]))
+                if node.func.id == "HttpServer":
+                    roles |= {_text(k.value) for k in node.keywords if k.arg == "name"}
+            elif isinstance(node, ast.ClassDef) and "Loop" in {ast.unparse(b) for b in node.bases}:
+                for item in node.body:
+                    if isinstance(item, ast.Assign) and ast.unparse(item.targets[0]) == "name":
+                        roles.add(_text(item.value))
+    return roles - {""}
+
+
+def _text(node: ast.expr) -> str:
+    """A string literal's value; "" for a role computed at run time."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+
+
+def test_documented_threads_are_the_threads_easyjob_names() -> None:
+    page = (ROOT / "docs" / "monitoring.md").read_text()
+    section = page.split("## A node's threads", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    documented = {m.removeprefix(PREFIX) for row in rows for m in re.findall(r"`(ej-[^`]+)`", row)}
+    assert documented == _named_roles()

@@ -250,7 +250,7 @@ def test_hooks_run_off_the_dispatcher_thread_and_never_hold_up_its_writes(
     finally:
         release.set()
         node.node.hooks.stop()
-    assert len(events) == 5 and threads == {"easyjob-events"}
+    assert len(events) == 5 and threads == {"ej-events"}
 
 
 def test_missed_runs_are_reported_with_how_many(

@@ -62,7 +62,7 @@ def _psycopg_url(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-class _Databases:
+class Databases:
     """A fresh database per trial: a SQLite file, or a PostgreSQL database."""
 
     def __init__(self, db: str, scratch: Path) -> None:
@@ -138,14 +138,15 @@ def _scratch() -> Iterator[Path]:
         yield Path(path)
 
 
-def _revision(root: Path) -> str:
+def revision(root: Path) -> str:
     """*root*'s commit, and whether its files differ from it."""
     git = ["git", "-C", str(root)]
     head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     dirty = subprocess.run(
         [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
     )
-    return head.stdout.strip() + (" with changes" if dirty.stdout.strip() else "")
+    commit = head.stdout.strip() or "not a git checkout"
+    return commit + (" with changes" if dirty.stdout.strip() else "")
 
 
 def _row(label: str, figures: dict[str, Any]) -> str:
@@ -171,13 +172,13 @@ def main(argv: list[str]) -> int:
     paths = [args.a, args.b, *args.also]
     roots = {chr(ord("A") + i): path.resolve() for i, path in enumerate(paths)}
     for label, root in roots.items():
-        print(f"{label} = {root} ({_revision(root)})")
+        print(f"{label} = {root} ({revision(root)})")
     print(f"easyjob bench {' '.join(bench)} on {args.db}")
     print("| trial | " + " | ".join(name for name, _, _ in _FIGURES) + " |")
     print("|---" * (len(_FIGURES) + 1) + "|")
     results: dict[str, list[dict[str, Any]]] = {label: [] for label in roots}
     with _scratch() as scratch:
-        databases = _Databases(args.db, scratch)
+        databases = Databases(args.db, scratch)
         try:
             for round_ in range(1, args.rounds + 1):
                 # each round in another order: A B C, B C A, ... (two: A B, B A)

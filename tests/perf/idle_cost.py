@@ -7,8 +7,8 @@ settings unless options follow ``--``) of one checkout on a fresh database, on
 tasks firing each second across the cluster), waits ``--settle`` seconds, then measures a
 window of ``--duration`` seconds:
 
-- per thread (by name: ``/proc/PID/task/*/comm``, set by ``idle_jobs.py``; ``python`` is
-  the main thread): CPU ms per second (from
+- per thread (by the name easyjob gives it, ``/proc/PID/task/*/comm``, less ``ej-`` and a
+  worker's number; ``python`` is the main thread): CPU ms per second (from
   ``/proc/PID/task/TID/schedstat``, in ns) and wakes per second (voluntary context switches:
   each time the thread blocked, on a timer, a lock or a socket);
 - per node: the total over its threads less the HTTP endpoint's (``--http`` is how the
@@ -43,8 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from easyjob.bench.server_cpu import find_server, listening_ports, tree_cpu_s
+from easyjob.threads import PREFIX
 from tests.cluster.harness import samples
-from tests.perf.bench_ab import _Databases, _revision
+from tests.perf.bench_ab import Databases, revision
 
 JOBS = Path(__file__).with_name("idle_jobs.py")
 _HTTP = "http"  # the endpoint's thread (see easyjob.observe.endpoint)
@@ -69,8 +70,10 @@ class NodeFigures:
 
 
 def _thread_name(comm: str) -> str:
-    """The role of a thread: its name less a trailing number (worker threads)."""
-    return re.sub(r"[-_]?\d+$", "", comm.strip()) or comm.strip()
+    """The role of a thread: its name less easyjob's prefix and a trailing number (worker
+    threads)."""
+    name = comm.strip().removeprefix(PREFIX)
+    return re.sub(r"[-_]?\d+$", "", name) or name
 
 
 def threads_of(pid: int) -> dict[int, tuple[str, int, int]]:
@@ -251,7 +254,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     roots = {chr(ord("A") + i): p.resolve() for i, p in enumerate(args.checkout or [Path(".")])}
     for label, root in roots.items():
-        print(f"{label} = {root} ({_revision(root)})")
+        print(f"{label} = {root} ({revision(root)})")
     settings = " ".join(args.node) or "default settings"
     print(
         f"{args.nodes} node(s) on {args.db}, {args.tasks} idle task(s), {args.every} every "
@@ -259,7 +262,7 @@ def main(argv: list[str]) -> int:
     )
     results: dict[str, list[Trial]] = {label: [] for label in roots}
     with tempfile.TemporaryDirectory(prefix="easyjob-idle-cost-") as scratch:
-        databases = _Databases(args.db, Path(scratch))
+        databases = Databases(args.db, Path(scratch))
         try:
             for round_ in range(1, args.rounds + 1):
                 labels = list(roots)
@@ -268,6 +271,8 @@ def main(argv: list[str]) -> int:
                     t = trial(roots[label], databases.fresh(), args, Path(scratch) / label)
                     results[label].append(t)
                     report(f"{label}{round_}", t, _roles([t]))
+                    if _roles([t]) == ["python"]:  # a checkout before easyjob.threads
+                        print(f"({label} names no threads: its figures are the whole process's)")
         finally:
             databases.close()
     print("\nThe mean node, medians over the rounds (thread: ms/s, wakes/s):")

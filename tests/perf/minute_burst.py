@@ -48,10 +48,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
+import easyjob
 from easyjob.bench.metrics import percentile
 from easyjob.bench.trial import TrialConfig, job_calls, start_nodes, stop_nodes, wait_live
 from easyjob.bench.window import WindowReadings, WindowSampler, locate_server
 from easyjob.store import Store
+from tests.cluster.harness import sleep_until
+from tests.perf.bench_ab import revision
 from tests.rig.servers import PostgresServer
 
 CRON = "* * * * *"
@@ -162,12 +165,6 @@ def _next_minute(moment: datetime) -> datetime:
     return moment.replace(second=0, microsecond=0) + timedelta(minutes=1)
 
 
-def sleep_until(epoch: float) -> None:
-    """Sleep until *epoch* (wall-clock seconds), a second at a time."""
-    while (left := epoch - time.time()) > 0:
-        time.sleep(min(left, 1.0))
-
-
 def run_burst(
     url: str,
     *,
@@ -197,7 +194,7 @@ def run_burst(
             _say(f"live after {live_s:.1f} s; warm-up minute {warm:%H:%M}")
             first = warm + timedelta(minutes=1)
             measured = [first + timedelta(minutes=i) for i in range(minutes)]
-            sleep_until(first.timestamp() - LEAD_S - 2)
+            sleep_until(first.timestamp() - LEAD_S - 2, time.time)
             with_statements = statements > 0 and _statements_reset(server)
             readings: list[WindowReadings] = []
             pending: list[int] = []
@@ -206,10 +203,10 @@ def run_burst(
                 sampler = WindowSampler([p.pid for p in procs], metrics, db_pid, db_note)
                 offset = time.monotonic() - time.time()
                 sampler.start(begin + offset, begin + 60 + offset)
-                sleep_until(minute.timestamp() + 30)
+                sleep_until(minute.timestamp() + 30, time.time)
                 pending.append(_pending(engine))
                 _say(f"minute {minute:%H:%M}: {pending[-1]:,} PENDING rows at +30 s")
-                sleep_until(begin + 60.5)
+                sleep_until(begin + 60.5, time.time)
                 readings.append(sampler.close())
             top = _top_statements(server, statements) if with_statements and server else []
             stop_nodes(procs, workdir)
@@ -357,17 +354,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             statements=args.statements,
         )
         result["settings"] = settings
-        result["code"] = _revision()
+        root = Path(easyjob.__file__).resolve().parents[1]
+        result["code"] = f"{root} ({revision(root)})"
     print(format_table(result), file=sys.stderr)
     if args.json:
         print(json.dumps(result))
     return 0
-
-
-def _revision() -> str:
-    import easyjob
-
-    return str(Path(easyjob.__file__).resolve().parents[1])
 
 
 if __name__ == "__main__":

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+from pathlib import Path
+
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -10,7 +14,7 @@ from easyjob.cli import main
 from easyjob.core.store_values import DB_ERROR_KINDS
 from easyjob.errors import ConfigError
 from easyjob.observe.endpoint import Probe, check, endpoint_app
-from easyjob.observe.http import HttpServer, Response, parse_address
+from easyjob.observe.http import HttpServer, Request, Response, parse_address
 from easyjob.observe.metrics import OTHER, Gauges, NodeMetrics
 from easyjob.observe.wsgi import as_wsgi
 
@@ -199,3 +203,23 @@ def test_head_is_answered_like_get_without_a_body() -> None:
         assert _request(server.url + "/metrics", "PUT")[0] == 405
     finally:
         server.close()
+
+
+def test_the_server_and_its_requests_run_on_threads_named_for_it() -> None:
+    linux = sys.platform.startswith("linux")
+    seen: list[tuple[str, str | None]] = []
+
+    def where(request: Request) -> Response:
+        comm = Path(f"/proc/self/task/{threading.get_native_id()}/comm")
+        seen.append((threading.current_thread().name, comm.read_text().strip() if linux else None))
+        return Response(200, b"")
+
+    server = HttpServer(("127.0.0.1", 0), as_wsgi(where), name="metrics")
+    server.start()
+    try:
+        assert _request(server.url, "GET")[0] == 200
+        serving = [t.name for t in threading.enumerate() if t.name == "ej-metrics"]
+    finally:
+        server.close()
+    assert serving == ["ej-metrics"]
+    assert seen == [("ej-metrics", "ej-metrics" if linux else None)]

@@ -35,7 +35,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tests.perf.minute_burst import run_burst, sleep_until
+from tests.cluster.harness import sleep_until
+from tests.perf.minute_burst import run_burst
 from tests.perf.peers.cpu import proc_cpu
 from tests.perf.peers.ledger import percentile
 from tests.perf.peers.run_peers import Peer, ensure_venv
@@ -114,9 +115,9 @@ def run_huey(
         cpu = []
         for k in range(1, minutes + 1):
             begin = started + period * k - LEAD_S
-            sleep_until(begin)
+            sleep_until(begin, time.time)
             first = proc_cpu(proc.pid)
-            sleep_until(begin + period)
+            sleep_until(begin + period, time.time)
             cpu.append(proc_cpu(proc.pid) - first)
         proc.wait(timeout=max(0.0, stop_at - time.time()) + STOP_GRACE_S)
     finally:

@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from tests.cluster.harness import sleep_until
 from tests.perf.peers.cpu import proc_cpu, tree_cpu
 from tests.perf.peers.easyjob_trial import SETTLE_S, run_easyjob
 from tests.perf.peers.ledger import analyze_file
@@ -267,12 +268,6 @@ def _tail(path: Path, lines: int = 6) -> str:
     return "\n".join(line[:400] for line in picked)
 
 
-def _sleep_until(moment: float) -> None:
-    delay = moment - time.time()
-    if delay > 0:
-        time.sleep(delay)
-
-
 def run_peer(
     peer: Peer,
     python: Path,
@@ -340,13 +335,13 @@ def run_peer(
             f"{peer.name} on {backend}: {nprocs} process(es) running "
             f"{stop_at - t0:.0f} s (window {window[1] - window[0]} s)"
         )
-        _sleep_until(window[0])
+        sleep_until(window[0], time.time)
         load0 = os.getloadavg()[0]
         cpu0 = {p.pid: proc_cpu(p.pid) for p in procs}
         db0 = tree_cpu(server_pid) if server_pid else None
         next_note = time.time() + 5
         while time.time() < window[1]:
-            _sleep_until(min(window[1], next_note))
+            sleep_until(min(window[1], next_note), time.time)
             if time.time() >= next_note:
                 next_note += 5
                 _say(f"{peer.name}: {_count_lines(ledger)} runs so far, t={time.time() - t0:.0f}s")
