@@ -35,17 +35,20 @@ the fires this module misses too).
 Planning behind (:func:`plan_behind`): a node whose cluster misses much of what is written
 (see :mod:`easyjob.core.pacing`) writes one fire per advance, nothing ahead: the latest due
 fire, or, when its successor is due within *margin* (it would be superseded before the
-cluster's backlog let it start), that successor, due soon; the fires passed over are the
-*gap* that fire's row carries (``missed_from`` its first, ``missed_count`` how many; schema
-version 7), not a row of their own (a sharded task's fire is several rows: its gap stays
-one MISSED summary row). So a fire the cluster cannot run is never inserted and then marked
-MISSED, and a gap costs no row: one row per advance.
+cluster's backlog let it start), that successor, due soon. So a fire the cluster cannot run
+is never inserted and then marked MISSED.
 
-Late fires are never dropped silently, and a gap costs O(1) rows whatever its length: the
-MISSED fires of one gap are one *summary* row (``fire_time`` the first, ``last_fire_time``
-the last, ``missed_count`` how many). Counting walks the schedule fire by fire, so it stops
-at ``cap`` fires: a longer gap is found by jumping to its end and its row's count is NULL
-("more than cap, not counted"); planning it costs about two ``cap`` walks, not one per fire.
+Late fires are never dropped silently, and a gap costs O(1) rows whatever its length, in
+fact none when a fire follows it (:func:`_carried`): the MISSED fires of one gap are
+recorded on the row of the fire written after them, its *gap* (``missed_from`` the first,
+``missed_count`` how many; schema version 7). A gap that no fire of the same advance
+follows as one row (the policy misses the latest too, ``max_runs`` is reached, the next
+fire is on a calendar's excluded day, or the task is sharded or broadcast: its fire is
+several rows) is one MISSED *summary* row instead (``fire_time`` the first,
+``last_fire_time`` the last, ``missed_count`` how many). Counting walks the schedule fire
+by fire, so it stops at ``cap`` fires: a longer gap is found by jumping to its end and its
+count is NULL ("more than cap, not counted"); planning it costs about two ``cap`` walks,
+not one per fire.
 
 Jitter and calendars (:func:`_jittered`, :func:`_excluding`): each PENDING fire of a task
 with ``jitter_ms`` is due its jitter after its fire time
@@ -100,7 +103,8 @@ def plan_advance(
         advance, more = _plan(task, schedule, now, horizon, cap, ahead_until)
         if excluded:
             advance = _excluding(task, schedule, advance, excluded, cap)
-        return _limited(task, _jittered(task, advance), more)
+        advance, more = _limited(task, advance, more)
+        return _jittered(task, _carried(task, advance)), more
 
     if task.broadcast or until is None or until <= horizon or ahead <= 1:
         return plan(None)
@@ -152,12 +156,13 @@ def plan_behind(
 
 def _carried(task: TaskRow, advance: Advance) -> Advance:
     """*advance* with the gap's MISSED summary carried by the fire that follows it, when
-    that fire is one PENDING row (not a sharded task's): one row instead of two. The
-    fire's ``error_msg`` then says why the gap was missed, for the ``missed`` event; it is
-    not stored (the row's ``error_msg`` is its own run's)."""
+    that fire is one PENDING row (not a sharded or broadcast task's): one row instead of
+    two. The fire's ``error_msg`` then says why the gap was missed, for the ``missed``
+    event; it is not stored (the row's ``error_msg`` is its own run's)."""
     match advance.fires:
         case (gap, fire) if (
             task.shards == 1
+            and not task.broadcast
             and gap.status == RunStatus.MISSED
             and fire.status == RunStatus.PENDING
             and gap.last_fire_time is not None

@@ -56,24 +56,36 @@ def test_on_time_fires_in_the_window_are_all_pending() -> None:
     assert advance.next_start_time == T0 + timedelta(seconds=3)
 
 
-def test_fire_once_runs_the_latest_due_fire_and_sums_up_the_rest_in_one_row() -> None:
+def test_fire_once_runs_the_latest_due_fire_and_records_the_rest_on_its_row() -> None:
     now = T0 + timedelta(seconds=10)
     advance, _ = plan_advance(task(T0), EVERY_SECOND, now, now + timedelta(seconds=1))
     # due: T0 .. T0+10; each but the latest was superseded by its successor, so T0+10 runs
     # once (though T0+5 .. T0+9 are within the 5 s grace); T0+11 is planned once it started
-    assert statuses(advance.fires) == ["M", "P"]
+    assert statuses(advance.fires) == ["P"]
     assert advance.next_start_time == now + timedelta(seconds=1)
-    missed = advance.fires[0]
-    assert (missed.fire_time, missed.last_fire_time, missed.missed_count) == (
-        T0,
-        T0 + timedelta(seconds=9),
-        10,
-    )
-    assert missed.error_msg == (
+    (fire,) = advance.fires
+    # the gap is carried by the fire's own row: no summary row of its own
+    assert (fire.fire_time, fire.missed_from, fire.missed_count) == (now, T0, 10)
+    assert fire.last_fire_time is None and fire.gap == (T0, 10)
+    assert fire.error_msg == (  # told by the missed event, not stored with the run
         "missed 10 fires from 2030-01-01T12:00:00Z to 2030-01-01T12:00:09Z: not started "
         "before a later fire of the task was due (policy fire_once)"
     )
-    assert [f.fire_time for f in advance.fires[1:]] == [now]
+
+
+def test_a_sharded_or_broadcast_task_keeps_its_gap_on_a_summary_row() -> None:
+    """Their fire is several rows: the gap stays one row of its own."""
+    now = T0 + timedelta(seconds=10)
+    for variant in (replace(task(T0), shards=2), replace(task(T0), broadcast=True)):
+        advance, _ = plan_advance(variant, EVERY_SECOND, now, now)
+        assert statuses(advance.fires) == ["M", "P"]
+        missed, fire = advance.fires
+        assert (missed.fire_time, missed.last_fire_time, missed.missed_count) == (
+            T0,
+            T0 + timedelta(seconds=9),
+            10,
+        )
+        assert fire.missed_from is None
 
 
 def test_a_planner_one_fire_behind_writes_it_as_it_is() -> None:
@@ -85,8 +97,8 @@ def test_a_planner_one_fire_behind_writes_it_as_it_is() -> None:
 def test_skip_runs_the_latest_due_fire_only_within_the_grace() -> None:
     now = T0 + timedelta(seconds=10)
     advance, _ = plan_advance(task(T0, Misfire.SKIP), EVERY_SECOND, now, now)
-    assert statuses(advance.fires) == ["M", "P"]  # T0 .. T0+9 superseded; T0+10 on time
-    assert advance.fires[0].missed_count == 10
+    assert statuses(advance.fires) == ["P"]  # T0 .. T0+9 superseded; T0+10 on time
+    assert advance.fires[0].gap == (T0, 10)
     daily = CronSchedule.parse("0 0 12 * * *")  # a period longer than the grace
     now = T0 + timedelta(seconds=30)  # T0's fire is 30 s late, past the 5 s grace
     skipped, _ = plan_advance(task(T0, Misfire.SKIP), daily, now, now)
@@ -109,23 +121,18 @@ def test_a_day_long_gap_is_one_row_planned_at_once() -> None:
     now = T0 + timedelta(days=1)
     advance, more = plan_advance(task(T0), EVERY_SECOND, now, now, cap=1000)
     assert not more
-    assert statuses(advance.fires) == ["M", "P"]  # the gap, then the fire due now, once
-    missed, once = advance.fires
+    assert statuses(advance.fires) == ["P"]  # the fire due now, once, carrying the gap
+    (once,) = advance.fires
     # too many to count in one walk: the row names the gap and leaves the count NULL
-    assert (missed.fire_time, missed.last_fire_time, missed.missed_count) == (
-        T0,
-        now - timedelta(seconds=1),
-        None,
-    )
-    assert "too many to count" in (missed.error_msg or "")
-    assert once.fire_time == now
+    assert (once.fire_time, once.missed_from, once.missed_count) == (now, T0, None)
+    assert "too many to count" in (once.error_msg or "")
     assert advance.next_start_time == now + timedelta(seconds=1)
 
 
 def test_a_gap_a_little_shorter_than_the_cap_is_counted() -> None:
     now = T0 + timedelta(seconds=998)
     advance, more = plan_advance(task(T0, Misfire.SKIP), EVERY_SECOND, now, now, cap=1000)
-    assert not more and advance.fires[0].missed_count == 998
+    assert not more and advance.fires[0].missed_count == 998 and advance.fires[0].missed_from
 
 
 def test_catch_up_of_a_long_gap_is_written_in_chunks() -> None:
@@ -208,7 +215,7 @@ def test_a_broadcast_task_plans_only_to_the_lookahead() -> None:
 def test_a_task_behind_writes_nothing_ahead() -> None:
     now = T0 + timedelta(minutes=3, seconds=1)  # T0 .. T0+3m due: the task fell behind
     advance, _ = ahead_of(task(T0), MINUTELY, now)
-    assert statuses(advance.fires) == ["M", "P"]
+    assert statuses(advance.fires) == ["P"] and advance.fires[0].gap == (T0, 3)
     assert advance.next_start_time == T0 + timedelta(minutes=4)  # the next fire, as before
     caught, more = ahead_of(task(T0, Misfire.CATCH_UP), MINUTELY, now)
     assert [f.fire_time for f in caught.fires] == [T0 + timedelta(minutes=i) for i in range(4)]

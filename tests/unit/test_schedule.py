@@ -127,17 +127,17 @@ def test_late_interval_fires_follow_the_misfire_policy() -> None:
     assert task.schedule is not None
     now = T0 + 3600 * S
     advance, _ = plan_advance(task, task.schedule, now, now + 2 * S)
-    missed, once, *on_time = advance.fires
-    # each fire but the latest was superseded by its successor; fire 80 (due now) runs once
-    assert (missed.status, missed.missed_count) == (RunStatus.MISSED, 79)
-    assert (missed.fire_time, missed.last_fire_time) == (T0 + 45 * S, T0 + 79 * 45 * S)
+    (once,) = advance.fires  # fire 81 is beyond the horizon
+    # each fire but the latest was superseded by its successor; fire 80 (due now) runs once,
+    # its row carrying the gap of fires 1 to 79
     assert (once.status, once.fire_time) == (RunStatus.PENDING, T0 + 80 * 45 * S)
-    assert on_time == []  # fire 81 is beyond the horizon
+    assert (once.missed_from, once.missed_count) == (T0 + 45 * S, 79)
     assert advance.next_start_time == T0 + 81 * 45 * S
     # max_runs counts the fires that run, not the missed ones
     bounded = _task(max_runs=1)
     assert bounded.schedule is not None
     advance, _ = plan_advance(bounded, bounded.schedule, now, now + 2 * S)
-    assert [f.status for f in advance.fires] == [RunStatus.MISSED, RunStatus.PENDING]
-    assert advance.fires[1].fire_time == T0 + 80 * 45 * S
+    assert [f.status for f in advance.fires] == [RunStatus.PENDING]
+    assert advance.fires[0].fire_time == T0 + 80 * 45 * S
+    assert advance.fires[0].gap == (T0 + 45 * S, 79)
     assert advance.next_start_time is None
