@@ -444,14 +444,24 @@ class TaskStore:
             for fire in by_id[task_id].fires
             for row in _fire_rows(task_id, fire, by_id[task_id].shards, targets.get(task_id), now)
         ]
-        if rows:
-            self._db.backend.insert_rows(conn, self._insert_fires(), rows)
+        plain = [row for row in rows if row["missed_from"] is None]
+        if plain:
+            self._db.backend.insert_rows(conn, self._insert_fires(), plain)
+        if carrying := [row for row in rows if row["missed_from"] is not None]:
+            self._db.backend.insert_rows(conn, self._insert_carrying(), carrying)
         return won
 
     def _insert_fires(self) -> sa.Insert:
         """An INSERT of run rows that skips a row whose cron fire already has one (see
         :meth:`Dialect.insert_ignore <easyjob.store.dialects.base.Dialect.insert_ignore>`)."""
         return self._db.backend.insert_ignore(d)
+
+    def _insert_carrying(self) -> sa.Insert:
+        """An INSERT of fires that carry a gap (see :mod:`easyjob.core.planner`): a fire
+        that already has a row (its task's cursor was moved back over it) gives that row
+        the gap, unless it carries one already, so the gap is not lost with the skipped
+        insert."""
+        return self._db.backend.insert_or_fill(d, _CRON_FIRE, ["missed_from", "missed_count"])
 
     def trigger(
         self,
@@ -616,6 +626,8 @@ def _parents_first(specs: Sequence[TaskSpec]) -> list[TaskSpec]:
     return sorted(specs, key=depth_of)
 
 
+#: The unique key of a cron fire's run rows (``uq_easy_job_task_detail_cron_fire``).
+_CRON_FIRE = ["task_id", "cron_key", "shard"]
 #: The columns of a task's schedule the code declares: a runtime change of them stands until
 #: the code's declaration of them changes (see ``declared``).
 _DECLARED = ("cron_expr", "tz", "every_ms")

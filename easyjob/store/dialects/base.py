@@ -166,6 +166,12 @@ class Dialect:
         columns; None: any unique key) already has one, and fails on any other error."""
         raise NotImplementedError
 
+    def insert_or_fill(self, table: sa.Table, conflict: list[str], fill: list[str]) -> sa.Insert:
+        """An INSERT into *table* that, when the unique key of the *conflict* columns already
+        has a row, sets that row's *fill* columns to the values given instead, if its first
+        *fill* column is NULL (else leaves it alone). Each key at most once per statement."""
+        raise NotImplementedError
+
     def insert_rows(
         self, conn: sa.Connection, insert: sa.Insert, rows: Sequence[Mapping[str, Any]]
     ) -> None:

@@ -131,6 +131,18 @@ class MySQLDialect(Dialect):
         key = next(iter(table.primary_key.columns))  # set to itself: nothing changes
         return mysql.insert(table).on_duplicate_key_update({key.name: key})
 
+    def insert_or_fill(self, table: sa.Table, conflict: list[str], fill: list[str]) -> sa.Insert:
+        # no WHERE in ON DUPLICATE KEY UPDATE: each column keeps its value unless the first
+        # fill column is NULL, which is assigned last (MySQL assigns left to right, and a
+        # later assignment sees the earlier ones)
+        insert = mysql.insert(table)
+        empty = table.c[fill[0]].is_(None)
+        order = [*fill[1:], fill[0]]
+        values = [
+            (name, sa.func.if_(empty, insert.inserted[name], table.c[name])) for name in order
+        ]
+        return insert.on_duplicate_key_update(values)
+
     def lookup_sql(
         self, column: str, bound: Callable[[str], str], type_: sa.types.TypeEngine[Any]
     ) -> str:

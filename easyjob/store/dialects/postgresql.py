@@ -193,6 +193,16 @@ class PostgreSQLDialect(Dialect):
 
         return postgresql.insert(table).on_conflict_do_nothing(index_elements=conflict)
 
+    def insert_or_fill(self, table: sa.Table, conflict: list[str], fill: list[str]) -> sa.Insert:
+        from sqlalchemy.dialects import postgresql  # only the URL's database's
+
+        insert = postgresql.insert(table)
+        return insert.on_conflict_do_update(
+            index_elements=conflict,
+            set_={name: insert.excluded[name] for name in fill},
+            where=table.c[fill[0]].is_(None),
+        )
+
     def insert_rows(
         self, conn: sa.Connection, insert: sa.Insert, rows: Sequence[Mapping[str, Any]]
     ) -> None:
