@@ -10,7 +10,9 @@ silently (the insert ignores a fire that has a row), and a resumed task would no
 
 Only cron fires not yet due are forgotten: PENDING, attempt 1, fire time after now. A fire
 already due, or CLAIMED by a node (within its look-ahead), keeps the treatment each change
-gives it, as it did before fires were written ahead.
+gives it, as it did before fires were written ahead. So does a fire that carries a gap
+(``missed_from``: a planner that is behind may write the fire due within half a poll as
+the one to run): deleting it would lose the record of the fires missed before it.
 """
 
 from __future__ import annotations
@@ -37,7 +39,12 @@ def forget_ahead(conn: sa.Connection, task_id: int, now: datetime, *, rewind: bo
     Call it after the statement that changes the task row, in the same transaction: that
     row's lock keeps a concurrent advance (version-checked) from writing fires meanwhile."""
     # cron_key is set on attempt 1 of a cron fire only: retries and manual runs stay
-    ahead = d.c.task_id == task_id, d.c.status == str(RunStatus.PENDING), d.c.cron_key > now
+    ahead = (
+        d.c.task_id == task_id,
+        d.c.status == str(RunStatus.PENDING),
+        d.c.cron_key > now,
+        d.c.missed_from.is_(None),  # a gap's record is kept with its fire (docstring)
+    )
     rows = conn.execute(sa.select(d.c.id, d.c.fire_time).where(*ahead)).all()
     if not rows:
         return 0

@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from easyjob.core.planner import plan_advance
-from easyjob.core.records import Advance, TaskSpec
+from easyjob.core.records import Advance, PlannedFire, TaskSpec
 from easyjob.core.states import RunStatus, TaskStatus
 from easyjob.store import Store
 from easyjob.store.schema import task_detail_table as d
@@ -180,6 +180,23 @@ def test_fires_due_or_claimed_keep_their_treatment(store: Store, start: datetime
     # the claimed fire is SKIPPED as before (its node's start is fenced); the rest deleted
     assert runs(store) == [(claimed.fire_time, RunStatus.SKIPPED)]
     assert paused.fire_count == 1
+
+
+def test_a_fire_carrying_a_gap_is_not_forgotten_with_the_fires_ahead(
+    store: Store, start: datetime
+) -> None:
+    """A planner that is behind may write the fire due within half a poll, carrying the gap
+    before it: a pause closes it like a due fire, and the gap stays recorded."""
+    (task,) = store.tasks.upsert([spec(start)])
+    assert task.next_start_time is not None
+    first = task.next_start_time
+    fire = PlannedFire(first + 2 * M, missed_count=1, missed_from=first)
+    advance = Advance(task.id, task.version, first + 4 * M, (fire,))
+    assert store.tasks.advance("planner", [advance]) == [task.id]
+    store.tasks.set_status("job", TaskStatus.PAUSED)
+    (row,) = store.history.runs(task="job")
+    assert (row.fire_time, row.status) == (first + 2 * M, RunStatus.SKIPPED)
+    assert (row.missed_from, row.missed_count) == (first, 1)
 
 
 def test_a_broadcast_task_plans_only_to_the_lookahead(store: Store, start: datetime) -> None:
