@@ -379,6 +379,10 @@ class Node:
             heartbeat_age_s=self.liveness.heartbeat_age,
             clock_offset_s=lambda: self.liveness.offset.total_seconds(),
             live_nodes=lambda: len(self.membership.nodes()),
+            planner_behind=lambda: self.planner.pace.behind,
+            planner_rate=lambda: self.planner.pace.rate,
+            planner_behind_episodes=lambda: self.planner.pace.episodes,
+            fires_written=lambda: self.planner.fires_written,
         )
 
     def wsgi_app(self) -> WSGIApp:

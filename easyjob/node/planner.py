@@ -83,6 +83,8 @@ class Planner(Loop):
         self._unplannable = Unplannable(log)
         self._calendars = Calendars(store, log)
         self._wrote = False
+        #: fires to run (PENDING rows) this planner wrote, for ``easyjob_fires_written``
+        self.fires_written = 0
         self._schedules: dict[tuple[object, ...], Schedule | None] = {}
         self._missed = missed  # how many runs the node has marked MISSED so far
         self._succeeded = succeeded  # and how many it has run
@@ -157,7 +159,9 @@ class Planner(Loop):
             count_misfires(self._metrics, due, advances, won)
             self._report_planned_misses(due, advances, won)
         full = len(due) == limit
-        self.pace.planned(len(won), _pending_fires(advances, won), held_back=paced and full)
+        written = _pending_fires(advances, won)
+        self.fires_written += written
+        self.pace.planned(len(won), written, held_back=paced and full)
         return backlog or full
 
     def _owns(self, task: TaskRow) -> bool:

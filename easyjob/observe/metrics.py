@@ -49,7 +49,9 @@ class Gauges:
     is running, stuck threads (functions still running past their timeout), seconds since
     the last heartbeat the database accepted (None before the first), this node's clock
     minus the database's, in seconds, and the live nodes as this node saw them at its last
-    heartbeat (those its strategy deals runs over)."""
+    heartbeat (those its strategy deals runs over). The planner's pace
+    (:mod:`easyjob.core.pacing`): whether it is behind, its rate while behind (due tasks
+    advanced per poll), how many times it became behind, and the fires to run it wrote."""
 
     held: Callable[[], int]
     running: Callable[[], int]
@@ -57,6 +59,10 @@ class Gauges:
     heartbeat_age_s: Callable[[], float | None]
     clock_offset_s: Callable[[], float]
     live_nodes: Callable[[], int]
+    planner_behind: Callable[[], bool] = lambda: False
+    planner_rate: Callable[[], float] = lambda: 0.0
+    planner_behind_episodes: Callable[[], int] = lambda: 0
+    fires_written: Callable[[], int] = lambda: 0
 
 
 class Metrics:
@@ -316,6 +322,28 @@ class _Live(Collector):
             "easyjob_live_nodes",
             "Live nodes as this node saw them at its last heartbeat, itself included",
             g.live_nodes(),
+        )
+        behind = g.planner_behind()
+        yield _gauge(
+            "easyjob_planner_behind",
+            "1 while this node's planner is behind: paced, one fire per advance",
+            1 if behind else 0,
+        )
+        if behind:
+            yield _gauge(
+                "easyjob_planner_rate",
+                "Due tasks this node's planner may advance per poll while behind",
+                g.planner_rate(),
+            )
+        yield CounterMetricFamily(
+            "easyjob_planner_behind_episodes",
+            "Times this node's planner became behind",
+            value=g.planner_behind_episodes(),
+        )
+        yield CounterMetricFamily(
+            "easyjob_fires_written",
+            "Fires to run (PENDING rows) this node's planner wrote",
+            value=g.fires_written(),
         )
         counts = self._db()
         trips = CounterMetricFamily(

@@ -25,7 +25,15 @@ def exported() -> set[str]:
     metrics.run_finished("t", "failure", 0.2)
     metrics.misfired("t")
     metrics.watch(
-        Gauges(lambda: 1, lambda: 1, lambda: 0, lambda: 0.1, lambda: 0.0, lambda: 2),
+        Gauges(
+            lambda: 1,
+            lambda: 1,
+            lambda: 0,
+            lambda: 0.1,
+            lambda: 0.0,
+            lambda: 2,
+            planner_behind=lambda: True,  # its rate is exported only while behind
+        ),
         lambda: {
             "statements": 1,
             "commits": 1,

@@ -87,10 +87,13 @@ def test_a_saturated_node_summarises_the_fires_it_cannot_run(
     node, pool = _saturated(rig, registry)
     _run(node, pool, 15)  # offered 4x what it runs: it falls behind, and paces its planner
     assert node.node.planner.pace.behind
+    written = node.node.planner.fires_written  # easyjob_fires_written_total
     before = _writes(node)
     _run(node, pool, 20)
     after = _writes(node)
     ran = after.ran - before.ran
+    # the planner wrote the fires the node ran, and those it could not run
+    assert node.node.planner.fires_written - written >= ran
     # measured: 592 runs (320 when every fire was written ahead, then missed)
     assert ran >= 400
     # measured: 140 in 592 runs (the pacing overshoots, then halves); 5,680 in 320 runs when

@@ -62,6 +62,10 @@ def test_claims_recoveries_and_scrape_time_gauges() -> None:
             heartbeat_age_s=lambda: 0.25,
             clock_offset_s=lambda: -1.5,
             live_nodes=lambda: 3,
+            planner_behind=lambda: True,
+            planner_rate=lambda: 40.0,
+            planner_behind_episodes=lambda: 2,
+            fires_written=lambda: 1234,
         ),
         lambda: counts,
     )
@@ -74,6 +78,10 @@ def test_claims_recoveries_and_scrape_time_gauges() -> None:
     assert found[("easyjob_stuck_threads", frozenset())] == 1
     assert found[("easyjob_heartbeat_age_seconds", frozenset())] == 0.25
     assert found[("easyjob_live_nodes", frozenset())] == 3
+    assert found[("easyjob_planner_behind", frozenset())] == 1
+    assert found[("easyjob_planner_rate", frozenset())] == 40.0
+    assert found[("easyjob_planner_behind_episodes_total", frozenset())] == 2
+    assert found[("easyjob_fires_written_total", frozenset())] == 1234
     assert found[("easyjob_clock_offset_seconds", frozenset())] == -1.5
     assert found[("easyjob_db_round_trips_total", frozenset({("kind", "commit")}))] == 9
     assert found[("easyjob_db_errors_total", frozenset({("kind", "connection")}))] == 2
