@@ -667,10 +667,10 @@ class HistoryRow:
     def missed_fires(self) -> int:
         """How many fires this row records MISSED: a MISSED row's own (``missed_count`` of a
         summary), plus the gap it carries; a gap too long to count counts 1."""
-        own = (self.missed_count or 1) if self.status == RunStatus.MISSED else 0
-        if self.missed_from is None:
-            return own
-        return (self.missed_count or 1) + (1 if self.status == RunStatus.MISSED else 0)
+        if self.missed_from is None:  # at most its own fire, or a summary's span
+            return (self.missed_count or 1) if self.status == RunStatus.MISSED else 0
+        carried = self.missed_count or 1
+        return carried + (1 if self.status == RunStatus.MISSED else 0)
 
     def missed(self, fire: datetime) -> bool:
         """Whether this row records *fire* as MISSED (see :meth:`records`)."""

@@ -328,9 +328,9 @@ class TaskStore:
         it has not started yet (PENDING or CLAIMED) is *behind* and left out: the cluster
         runs fewer of its fires than it is offered, so writing more would only write rows
         to miss. Once that run starts (or is MISSED), the task is planned again, and the
-        fires due meanwhile are one MISSED summary row, or the gap the next fire's row
-        carries (see :func:`easyjob.core.planner.plan_behind`): under overload a node writes rows
-        per run it starts, not per fire it is offered.
+        fires due meanwhile are the gap the next fire's row carries (see
+        :mod:`easyjob.core.planner`): under overload a node writes rows per run it starts,
+        not per fire it is offered.
 
         Cost is O(rows returned): served by the index on (status, next_start_time), and,
         with *behind_before*, one probe per row of the index on (task_id, status).
