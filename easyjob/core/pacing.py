@@ -5,15 +5,21 @@ before its successor is due is superseded (:mod:`easyjob.core.admission`). A fir
 ahead and then missed costs two row writes (its insert and its MISSED mark) for nothing,
 at the moment the database is the cluster's limit: measured, 16 rows per run on 4 SQLite
 nodes offered 3,000 fires a second (docs/performance.md, "Overload"). So a planner watches
-the share of what it writes that its node then marks MISSED (the *loss*), and while the
-loss is high it is *behind*:
+the share of the runs its node dealt with in a poll (ran, or marked MISSED) that its node
+marked MISSED (the *loss*), and while the loss is high it is *behind*. The share is the
+cluster's, seen through this node: a node's loader reads its share of every planner's
+fires (its home runs, under ``default``), not the fires its own planner wrote, so its
+misses are no measure of what its planner wrote. Measured before (the misses divided by
+the fires this planner wrote, 2026-11-27, `tests/perf/pace_trace.py`): a planner cut to a
+few fires a poll saw its loader's misses of the others' fires as a loss of several times
+what it wrote, and stayed cut while the cluster ran half what it could:
 
 - it writes no fire ahead: each advance writes one fire, the one with a chance to start
   (see :func:`easyjob.core.planner.plan_behind`), and the fires passed over meanwhile are
   recorded on that fire's row (its gap: ``missed_from``, ``missed_count``), never a row each;
 - it advances at most :attr:`Pace.rate` tasks per poll, the most overdue first. The rate
-  halves after a poll whose misses passed :data:`LOSS` of the fires written in the last two
-  polls (and :data:`MIN_MISSES`), at most once per two polls (the fires written before a
+  halves after a poll whose misses passed :data:`LOSS` of the runs its node dealt with
+  (and :data:`MIN_MISSES`), at most once per two polls (the fires written before a
   cut are missed in the poll after it) and never below the runs the node ran in the last
   poll (what it evidently can run: fires written ahead before it was behind are missed
   for up to ``plan_ahead`` polls, and would halve it further), and grows after a poll that
@@ -38,7 +44,7 @@ from datetime import datetime, timedelta
 
 __all__ = ["LOSS", "MIN_MISSES", "QUIET", "Pace"]
 
-#: The share of the fires written (over the last two polls) that, missed in one poll, is loss.
+#: The share of the runs a node dealt with in a poll (ran or missed) that, missed, is loss.
 LOSS = 0.1
 #: Fewer misses than this in a poll are never loss.
 MIN_MISSES = 10
@@ -65,8 +71,6 @@ class Pace:
         self._step_at: datetime | None = None
         self._missed_mark: int | None = None
         self._ran_mark = 0
-        self._written = 0  # PENDING fires written this poll
-        self._written_before = 0  # ...and the poll before
         self._held_back = False  # whether the rate left due tasks unplanned this poll
         self._quiet = 0
         #: polls closed without loss since start (see settled), up to QUIET
@@ -103,11 +107,10 @@ class Pace:
         self._tokens = min(self.rate, self._tokens + self.rate * max(0.0, elapsed))
         return int(self._tokens)
 
-    def planned(self, tasks: int, fires: int, *, held_back: bool) -> None:
-        """A step advanced *tasks* tasks writing *fires* PENDING fires; *held_back*: the
-        allowance left due tasks unplanned."""
+    def planned(self, tasks: int, *, held_back: bool) -> None:
+        """A step advanced *tasks* tasks; *held_back*: the allowance left due tasks
+        unplanned."""
         self._tokens = max(0.0, self._tokens - tasks)
-        self._written += fires
         self._held_back = self._held_back or held_back
 
     def _close_rounds(self, now: datetime, missed: int, succeeded: int) -> None:
@@ -117,12 +120,11 @@ class Pace:
         if now - self._round_at < self._poll:
             return
         misses = missed - self._missed_mark
-        written = self._written + self._written_before
-        loss = misses >= MIN_MISSES and misses > LOSS * written
-        ran = (succeeded - self._ran_mark) / ((now - self._round_at) / self._poll)
+        runs = succeeded - self._ran_mark
+        loss = misses >= MIN_MISSES and misses > LOSS * (misses + runs)
+        ran = runs / ((now - self._round_at) / self._poll)
         self._decide(loss, misses == 0, ran)
         self._round_at, self._missed_mark, self._ran_mark = now, missed, succeeded
-        self._written_before, self._written = self._written, 0
         self._held_back = False
 
     def _decide(self, loss: bool, clean: bool, ran: float) -> None:

@@ -161,7 +161,7 @@ class Planner(Loop):
         full = len(due) == limit
         written = _pending_fires(advances, won)
         self.fires_written += written
-        self.pace.planned(len(won), written, held_back=paced and full)
+        self.pace.planned(len(won), held_back=paced and full)
         return backlog or full
 
     def _owns(self, task: TaskRow) -> bool:

@@ -105,14 +105,14 @@ def _pace() -> Pace:
 def test_a_planner_whose_fires_are_missed_becomes_behind_and_halves_its_rate() -> None:
     pace = _pace()
     assert pace.allowance(T0, 0) is None
-    pace.planned(100, 1000, held_back=False)  # one poll: 1,000 fires written ahead
+    pace.planned(100, held_back=False)  # one poll: 1,000 fires written ahead
     assert pace.allowance(T0 + _s(1), 0) is None
     assert pace.allowance(T0 + _s(2), 600) == 100  # 600 of them missed: behind, at batch/2
     assert pace.behind and pace.episodes == 1
-    pace.planned(100, 100, held_back=True)
+    pace.planned(100, held_back=True)
     assert pace.allowance(T0 + _s(2), 600) == 0  # used up...
     assert pace.allowance(T0 + _s(2.5), 600) == 50  # ...and half a poll refills half
-    pace.planned(50, 50, held_back=True)
+    pace.planned(50, held_back=True)
     pace.allowance(T0 + _s(3), 700)  # 100 more missed in the next poll: loss again, but
     assert pace.rate == 100  # those were written before the cut: one cut per two polls
     pace.allowance(T0 + _s(4), 800)
@@ -121,13 +121,13 @@ def test_a_planner_whose_fires_are_missed_becomes_behind_and_halves_its_rate() -
 
 def test_a_behind_planner_speeds_up_without_loss_and_leaves_once_nothing_is_held_back() -> None:
     pace = _pace()
-    pace.planned(0, 1000, held_back=False)
+    pace.planned(0, held_back=False)
     pace.allowance(T0, 0)
     pace.allowance(T0 + _s(1), 500)
     assert pace.behind
     rates = []
     for i in range(2, 2 + QUIET):  # polls without loss, every due task planned
-        pace.planned(10, 10, held_back=False)
+        pace.planned(10, held_back=False)
         pace.allowance(T0 + _s(i), 500, 1000 * i)  # running 1,000 a poll
         rates.append(pace.rate)
     assert rates == sorted(rates) and rates[0] > 100
@@ -136,7 +136,7 @@ def test_a_behind_planner_speeds_up_without_loss_and_leaves_once_nothing_is_held
 
 def test_a_behind_planner_writes_at_most_twice_what_its_node_runs() -> None:
     pace = _pace()
-    pace.planned(0, 1000, held_back=False)
+    pace.planned(0, held_back=False)
     pace.allowance(T0, 0)
     pace.allowance(T0 + _s(1), 500)
     assert pace.rate == 100
@@ -148,7 +148,7 @@ def test_a_cut_never_goes_below_what_the_node_ran() -> None:
     """The fires written ahead before a planner was behind are missed for several polls:
     halving on each would leave a node that runs 80 a poll writing a handful."""
     pace = _pace()
-    pace.planned(0, 1000, held_back=False)
+    pace.planned(0, held_back=False)
     pace.allowance(T0, 0)
     pace.allowance(T0 + _s(1), 500, 0)  # behind at 100
     pace.allowance(T0 + _s(2), 1000, 80)  # loss, no cut yet (one per two polls)
@@ -158,20 +158,32 @@ def test_a_cut_never_goes_below_what_the_node_ran() -> None:
 
 def test_a_held_back_poll_keeps_a_planner_behind() -> None:
     pace = _pace()
-    pace.planned(0, 1000, held_back=False)
+    pace.planned(0, held_back=False)
     pace.allowance(T0, 0)
     pace.allowance(T0 + _s(1), 500)
     for i in range(2, 2 + 3 * QUIET):
-        pace.planned(10, 10, held_back=True)
+        pace.planned(10, held_back=True)
         pace.allowance(T0 + _s(i), 500)
     assert pace.behind
+
+
+def test_loss_is_the_share_of_the_runs_the_node_dealt_with_not_of_what_it_wrote() -> None:
+    """A node's loader misses runs of every planner's fires (its home runs), so a planner
+    that wrote few fires is not cut for the cluster's misses while they are a small share
+    of what its node dealt with; a large share is loss whatever it wrote."""
+    pace = _pace()
+    pace.allowance(T0, 0, 0)
+    pace.planned(5, held_back=False)  # wrote 5 fires; its node ran 900 and missed 50
+    assert pace.allowance(T0 + _s(1), 50, 900) is None and not pace.behind
+    pace.planned(5, held_back=False)  # ran 100 and missed 200: two thirds missed
+    assert pace.allowance(T0 + _s(2), 250, 1000) == 100 and pace.behind
 
 
 def test_a_few_misses_a_poll_are_not_loss() -> None:
     """A serial task slower than its period misses a fire each period by itself."""
     pace = _pace()
     for i in range(10):
-        pace.planned(1, 1, held_back=False)
+        pace.planned(1, held_back=False)
         assert pace.allowance(T0 + _s(i), i * (MIN_MISSES - 1)) is None
     assert not pace.behind
 
@@ -183,15 +195,15 @@ def test_a_planner_settles_after_its_first_quiet_polls_and_again_after_being_beh
     pace.allowance(T0, 0)
     settled = []
     for i in range(1, QUIET + 1):
-        pace.planned(10, 10, held_back=False)
+        pace.planned(10, held_back=False)
         pace.allowance(T0 + _s(i), 0, 10 * i)
         settled.append(pace.settled)
     assert settled == [False] * (QUIET - 1) + [True]
-    pace.planned(0, 1000, held_back=False)
+    pace.planned(0, held_back=False)
     pace.allowance(T0 + _s(QUIET + 1), 600)  # loss: behind, writing nothing ahead
     assert pace.behind and not pace.settled
     for i in range(QUIET + 2, 2 * QUIET + 2):
-        pace.planned(10, 10, held_back=False)
+        pace.planned(10, held_back=False)
         pace.allowance(T0 + _s(i), 600, 1000 * i)
     assert not pace.behind and pace.settled
 
