@@ -22,13 +22,7 @@ def test_the_run_page_shows_the_jitter_apart_from_the_lateness(store: Store) -> 
     advance = Advance(task.id, task.version, fire + timedelta(seconds=1), (planned,))
     assert store.tasks.advance("p", [advance]) == [task.id]
     (run,) = store.history.runs(task="spread")
-    server = HttpServer(("127.0.0.1", 0), Dashboard(store).wsgi(), name="dashboard-test")
-    server.start()
-    try:
-        status, body = get(f"{server.url}/run?id={run.id}")
-    finally:
-        server.close()
-    assert status == 200
+    body = _run_page(store, run.id)
     jitter = re.search(r'<td id="run-jitter">([^<]*)</td>', body)
     late = re.search(r'<td id="run-late">([^<]*)</td>', body)
     assert jitter is not None and late is not None, body[-3000:]
@@ -46,13 +40,19 @@ def test_the_run_page_shows_the_gap_its_row_carries(store: Store) -> None:
     assert store.tasks.advance("p", [advance]) == [task.id]
     (run,) = store.history.runs(task="busy")
     assert (run.missed_from, run.missed_count, run.missed_fires) == (first, 3, 3)
-    server = HttpServer(("127.0.0.1", 0), Dashboard(store).wsgi(), name="dashboard-test")
-    server.start()
-    try:
-        status, body = get(f"{server.url}/run?id={run.id}")
-    finally:
-        server.close()
-    assert status == 200
+    body = _run_page(store, run.id)
     missed = re.search(r'<td colspan="5" id="run-missed">([^<]*)</td>', body)
     assert missed is not None, body[-3000:]
     assert missed.group(1).startswith("3 fires, before this one, from ")
+
+
+def _run_page(store: Store, run_id: int) -> str:
+    """The dashboard's page of run *run_id* (HTTP 200)."""
+    server = HttpServer(("127.0.0.1", 0), Dashboard(store).wsgi(), name="dashboard-test")
+    server.start()
+    try:
+        status, body = get(f"{server.url}/run?id={run_id}")
+    finally:
+        server.close()
+    assert status == 200
+    return body

@@ -172,6 +172,20 @@ class Dialect:
         *fill* column is NULL (else leaves it alone). Each key at most once per statement."""
         raise NotImplementedError
 
+    @staticmethod
+    def _on_conflict_fill(
+        insert: Any, table: sa.Table, conflict: list[str], fill: list[str]
+    ) -> sa.Insert:
+        """*insert* (PostgreSQL's or SQLite's, which share ``on_conflict_do_update``) made an
+        :meth:`insert_or_fill`."""
+        made = insert.on_conflict_do_update(
+            index_elements=conflict,
+            set_={name: insert.excluded[name] for name in fill},
+            where=table.c[fill[0]].is_(None),
+        )
+        assert isinstance(made, sa.Insert)
+        return made
+
     def insert_rows(
         self, conn: sa.Connection, insert: sa.Insert, rows: Sequence[Mapping[str, Any]]
     ) -> None:

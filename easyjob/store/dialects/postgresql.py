@@ -196,12 +196,7 @@ class PostgreSQLDialect(Dialect):
     def insert_or_fill(self, table: sa.Table, conflict: list[str], fill: list[str]) -> sa.Insert:
         from sqlalchemy.dialects import postgresql  # only the URL's database's
 
-        insert = postgresql.insert(table)
-        return insert.on_conflict_do_update(
-            index_elements=conflict,
-            set_={name: insert.excluded[name] for name in fill},
-            where=table.c[fill[0]].is_(None),
-        )
+        return self._on_conflict_fill(postgresql.insert(table), table, conflict, fill)
 
     def insert_rows(
         self, conn: sa.Connection, insert: sa.Insert, rows: Sequence[Mapping[str, Any]]

@@ -184,12 +184,7 @@ class SQLiteDialect(Dialect):
     def insert_or_fill(self, table: sa.Table, conflict: list[str], fill: list[str]) -> sa.Insert:
         from sqlalchemy.dialects import sqlite  # only the URL's database's
 
-        insert = sqlite.insert(table)
-        return insert.on_conflict_do_update(
-            index_elements=conflict,
-            set_={name: insert.excluded[name] for name in fill},
-            where=table.c[fill[0]].is_(None),
-        )
+        return self._on_conflict_fill(sqlite.insert(table), table, conflict, fill)
 
     def lock_rows(self, conn: sa.Connection, table: sa.Table, ids: Collection[int]) -> None:
         """Nothing: writers already take turns (one at a time, through the write gate and
