@@ -661,6 +661,11 @@ class HistoryRow:
             return True
         if self.last_fire_time is not None and self.fire_time <= fire <= self.last_fire_time:
             return True
+        return self.carries(fire)
+
+    def carries(self, fire: datetime) -> bool:
+        """Whether *fire* is one of the gap this row carries (``missed_from`` up to its own
+        fire, not included): a fire recorded MISSED on this row, whatever its status."""
         return self.missed_from is not None and self.missed_from <= fire < self.fire_time
 
     @property
@@ -674,6 +679,4 @@ class HistoryRow:
 
     def missed(self, fire: datetime) -> bool:
         """Whether this row records *fire* as MISSED (see :meth:`records`)."""
-        if self.missed_from is not None and self.missed_from <= fire < self.fire_time:
-            return True
-        return self.status == RunStatus.MISSED and self.records(fire)
+        return self.carries(fire) or (self.status == RunStatus.MISSED and self.records(fire))

@@ -45,7 +45,7 @@ from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
 from easyjob.node.membership import Membership
 from easyjob.node.unplannable import Unplannable
-from easyjob.observe.metrics import NO_METRICS, Metrics, count_misfires
+from easyjob.observe.metrics import NO_METRICS, Metrics
 from easyjob.store.contract import Store
 
 __all__ = ["Planner"]
@@ -156,11 +156,9 @@ class Planner(Loop):
             won = self._store.tasks.advance(
                 self._config.node_id, advances, on_error=self._unplannable.failed_write
             )
-            count_misfires(self._metrics, due, advances, won)
             self._report_planned_misses(due, advances, won)
         full = len(due) == limit
-        written = _pending_fires(advances, won)
-        self.fires_written += written
+        self.fires_written += _pending_fires(advances, won)
         self.pace.planned(len(won), held_back=paced and full)
         return backlog or full
 
@@ -225,8 +223,9 @@ class Planner(Loop):
     def _report_planned_misses(
         self, tasks: list[TaskRow], advances: list[Advance], won: Iterable[int]
     ) -> None:
-        """A ``missed`` event per gap the planner wrote: a MISSED row, or the gap a fire
-        carries (either may stand for ``missed_count`` fires)."""
+        """Each gap the planner wrote, a MISSED row or the gap a fire carries (either may
+        stand for ``missed_count`` fires): counted in ``easyjob_misfires`` and told by a
+        ``missed`` event."""
         names = {task.id: task.name for task in tasks}
         written = set(won)
         for advance in advances:
@@ -236,6 +235,7 @@ class Planner(Loop):
                 if (gap := fire.gap) is not None:
                     first, count = gap
                     name = names[advance.task_id]
+                    self._metrics.misfired(name, count)
                     self._hooks.missed(name, self._config.node_id, first, fire.error_msg, count)
 
 

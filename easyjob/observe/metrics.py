@@ -14,14 +14,13 @@ about 1,850 series in all, whatever the catalogue's size (docs/monitoring.md).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from easyjob.core.records import Advance, TaskRow
 from easyjob.core.store_values import DB_ERROR_KINDS, ROWS_BY_WRITE
 
 __all__ = [
@@ -32,7 +31,6 @@ __all__ = [
     "Gauges",
     "Metrics",
     "NodeMetrics",
-    "count_misfires",
 ]
 
 DEFAULT_TASK_LABELS = 50
@@ -387,15 +385,3 @@ class _Live(Collector):
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, value=value)
-
-
-def count_misfires(
-    metrics: Metrics, tasks: Iterable[TaskRow], advances: Sequence[Advance], won: Iterable[int]
-) -> None:
-    """Report the MISSED fires of the *advances* this node wrote (tasks ids in *won*)."""
-    names = {task.id: task.name for task in tasks}
-    written = set(won)
-    for advance in advances:
-        missed = sum(gap[1] for f in advance.fires if (gap := f.gap) is not None)
-        if missed and advance.task_id in written:
-            metrics.misfired(names[advance.task_id], missed)

@@ -272,7 +272,7 @@ def superseded(row: HistoryRow, fire: datetime) -> bool:
     """Whether *row* records *fire* MISSED because a later fire of its task was due first:
     a MISSED row (or summary) that says so, or a fire of the gap the row carries (the
     planner passes a fire over only for a later one, the row's own, due)."""
-    if row.missed_from is not None and row.missed_from <= fire < row.fire_time:
+    if row.carries(fire):
         return True
     return (
         row.status == RunStatus.MISSED and SUPERSEDED in (row.error_msg or "") and row.records(fire)

@@ -18,6 +18,7 @@ from easyjob.core.outcome import RESULT_LIMIT
 from easyjob.core.states import RunStatus
 from easyjob.errors import TaskDefinitionError
 from easyjob.logs import JsonFormatter
+from easyjob.observe.metrics import NodeMetrics
 from easyjob.registry import Registry
 from tests.cluster.harness import wait_until
 from tests.node.conftest import START, Rig, task
@@ -258,7 +259,7 @@ def test_missed_runs_are_reported_with_how_many(
 ) -> None:
     task(registry, "m", "* * * * * *", misfire="skip", misfire_grace=1, overlap="skip")
     task(registry, "m2", "* * * * * *", misfire="skip", misfire_grace=1, overlap="skip")
-    node = rig(listeners=[record], lookahead=10.0)
+    node = rig(listeners=[record], lookahead=10.0, metrics=True)
     node.tick()  # runs claimed ahead (overlap skip) wait in the timetable...
     assert node.node.dispatcher.counts()["waiting"] == 2
     node.tick(120)  # ...and the node stalled for two minutes: it closes what it held...
@@ -267,6 +268,18 @@ def test_missed_runs_are_reported_with_how_many(
     recorded = sum(r.missed_fires for n in ("m", "m2") for r in node.history(n))
     reported = [e for e in events if e.kind == EventKind.MISSED]
     assert sum(e.count for e in reported) == recorded > 100
+    # easyjob_misfires counts the fires of the gaps planned and of the runs marked MISSED in
+    # bulk (the events without a run id); the runs closed where they waited are not counted
+    # there (see the note of issue 25)
+    metrics = node.node.metrics
+    assert isinstance(metrics, NodeMetrics)
+    counted = sum(
+        s.value
+        for family in metrics.registry.collect()
+        for s in family.samples
+        if s.name == "easyjob_misfires_total"
+    )
+    assert counted == sum(e.count for e in reported if e.run_id is None)
     assert all(e.task_name in ("m", "m2") and e.error for e in reported)
     closed_at_start = {e.run_id for e in reported if e.run_id is not None}
     assert len(closed_at_start) >= 2, "each run closed where it waited is its own event"
