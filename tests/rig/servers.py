@@ -513,8 +513,10 @@ class PostgresServer(DatabaseServer):
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def terminate_connections(self, database: str | None = None) -> int:
+        # pg_terminate_backend only signals: with a timeout it waits until each session has
+        # really ended, so the caller's next statement cannot still reach a live one
         sql = (
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity "
             "WHERE usename = %s AND pid <> pg_backend_pid()"
         )
         params = [APP_USER]
