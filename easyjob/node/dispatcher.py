@@ -437,12 +437,14 @@ class Dispatcher:
 
     def _close(self, runs: list[tuple[Run, str]], status: RunStatus) -> None:
         """Close claimed *runs* (each with its reason) as *status* in one write, and let
-        them go; a ``missed`` event for each MISSED one written."""
+        them go; each MISSED one written is counted in ``easyjob_misfires`` and told in a
+        ``missed`` event."""
         if not runs:
             return
         won = self.writer.close([r for r, _ in runs], status, {r.id: why for r, why in runs})
         for run, why in runs:
             if won is not None and run.id in won and status == RunStatus.MISSED:
+                self._metrics.misfired(run.task_name, 1)
                 self._event(EventKind.MISSED, run, Outcome(error=why), None)
             self._dropped(run)
 
