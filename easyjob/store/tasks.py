@@ -121,48 +121,51 @@ class TaskStore:
             stale = self._db.read("read_tasks", read)
             if stale:
 
-                def write(
-                    conn: sa.Connection, stale: Sequence[TaskSpec] = stale
-                ) -> dict[str, TaskRow]:
-                    return self._upsert(conn, stale, ids)
+                def write(conn: sa.Connection, stale: Sequence[TaskSpec] = stale) -> None:
+                    self._upsert(conn, stale, ids)
 
                 self._db.write("upsert_tasks", write)
                 written += len(stale)
             each({spec.name: ids[spec.name] for spec in chunk})
         return written
 
-    def _upsert(
-        self, conn: sa.Connection, specs: Sequence[TaskSpec], ids: dict[str, int]
-    ) -> dict[str, TaskRow]:
-        """One chunk's tasks to write; *ids* holds the ids of tasks of earlier chunks
-        (parents) and gets this chunk's. ``seen_time`` becomes now for each."""
+    def _upsert(self, conn: sa.Connection, specs: Sequence[TaskSpec], ids: dict[str, int]) -> None:
+        """Write one chunk's tasks; *ids* holds the ids of tasks of earlier chunks (parents)
+        and gets this chunk's. ``seen_time`` becomes now for each.
+
+        The rows found are compared in full and updated where they differ. The missing ones
+        are inserted, then compared as :func:`_unwritten` compares (a few columns, no row
+        object): only those it finds differing (a child, whose parent's id is written after
+        the insert, or a row another node inserted meanwhile from other code) are read and
+        updated like the rows found."""
         now = conn.scalar(sa.select(db_now()))
         names = [spec.name for spec in specs]
         rows = self._by_names(conn, names)
         missing = [spec for spec in specs if spec.name not in rows]
         if missing:
             first = _FirstFires(now)
-            conn.execute(self._insert_missing(), [self._new_row(s, now, first) for s in missing])
-            rows.update(self._by_names(conn, [spec.name for spec in missing]))
+            rows_to_insert = [self._new_row(s, now, first) for s in missing]
+            self._db.backend.insert_rows(conn, self._insert_missing(), rows_to_insert)
+            differ = _unwritten(conn, missing, ids)
+            rows.update(self._by_names(conn, [spec.name for spec in differ]))
         ids.update((name, row.id) for name, row in rows.items())
         parents = {spec.name: self._parent_ids(conn, spec, ids) for spec in specs}
         changed = [
             spec.name
             for spec in specs
-            if self._update_if_changed(
+            if spec.name in rows
+            and self._update_if_changed(
                 conn, rows[spec.name], spec, next(iter(parents[spec.name]), None), now
             )
         ]
-        write_parents(conn, {rows[name].id: found for name, found in parents.items()})
+        write_parents(conn, {ids[name]: found for name, found in parents.items()})
         # not a row another node wrote or saw meanwhile (nodes starting together read the
-        # same missing rows; the first inserts them, the others find them here)
+        # same missing rows; the first inserts them, the others find them here); a row
+        # inserted here was seen now
         cutoff = now - SEEN_REFRESH
-        seen = [name for name in names if name in changed or rows[name].seen_time < cutoff]
+        seen = [name for name in rows if name in changed or rows[name].seen_time < cutoff]
         if seen:
             conn.execute(t.update().where(t.c.name.in_(seen)).values(seen_time=now))
-        if changed:
-            rows.update(self._by_names(conn, changed))
-        return rows
 
     def _insert_missing(self) -> sa.Insert:
         return self._db.backend.insert_ignore(t, ["name"])

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from easyjob.core.records import TaskSpec
@@ -135,6 +136,54 @@ def test_a_join_whose_other_parent_changed_is_written(store: Store) -> None:
     with store.db.engine.connect() as conn:
         stored = parents_of(conn, [ids["join"]])
     assert stored == {ids["join"]: [ids["plain-0"], ids["plain-2"]]}
+
+
+def test_a_first_registration_writes_every_column_and_parent(store: Store) -> None:
+    """The rows a first registration inserts are checked by a narrow compare, not read back
+    whole: every one must still say what its spec declares (a child's parent's id and a
+    join's other parents are written after the insert)."""
+    specs = _catalogue()
+    assert store.tasks.register(specs) == len(specs)
+    rows = {row.name: row for row in store.tasks.all()}
+    assert rows["child"].pid == rows["rich"].id
+    assert rows["rich"].kwargs == {"n": 1, "names": ["a", "b"], "nested": {"x": 1.5}}
+    assert rows["paused"].status == "PAUSED"
+    with store.db.engine.connect() as conn:
+        assert parents_of(conn, [rows["join"].id]) == {
+            rows["join"].id: [rows["plain-0"].id, rows["plain-1"].id]
+        }
+    assert store.tasks.register(specs) == 0
+
+
+def test_a_row_another_node_inserts_meanwhile_from_other_code_is_made_this_codes(
+    store: Store,
+) -> None:
+    """Two nodes registering at once, of different code: the other inserts a task between
+    this node's read and its insert, which then skips that name. The compare after the
+    insert finds the row differs, and this node writes its definition, as when it found the
+    row in its read."""
+    if store.db.dialect == "sqlite":
+        pytest.skip("SQLite's writer holds the file lock: no insert can come in between")
+    specs = _catalogue()
+    other = Store.open(store.db.engine.url.render_as_string(hide_password=False))
+    theirs = TaskSpec(**{**_fields(specs[3]), "retries": 7, "cron": "*/7 * * * * *"})
+    done: list[int] = []
+
+    def meanwhile(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if not done and _TASK_WRITE.match(statement) and "INSERT" in statement.upper():
+            done.append(other.tasks.register([theirs]))
+
+    sa.event.listen(store.db.engine, "before_cursor_execute", meanwhile)
+    try:
+        store.tasks.register(specs)
+    finally:
+        sa.event.remove(store.db.engine, "before_cursor_execute", meanwhile)
+        other.close()
+    assert done == [1]
+    row = store.tasks.get(specs[3].name)
+    assert (row.retries, row.cron_expr) == (0, "*/5 * * * * *")
+    assert row.version == 1  # inserted by the other node, then updated by this one
+    assert store.tasks.register(specs) == 0
 
 
 def _fields(spec: TaskSpec) -> dict[str, Any]:
