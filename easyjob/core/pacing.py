@@ -12,7 +12,10 @@ fires (its home runs, under ``default``), not the fires its own planner wrote, s
 misses are no measure of what its planner wrote. Measured before (the misses divided by
 the fires this planner wrote, 2026-11-27, `tests/perf/pace_trace.py`): a planner cut to a
 few fires a poll saw its loader's misses of the others' fires as a loss of several times
-what it wrote, and stayed cut while the cluster ran half what it could:
+what it wrote, and stayed cut while the cluster ran half what it could. The misses it is
+told are those of runs due since its node started (``RunWriter.missed_since_start``): a
+node restarted after an outage marks the fires left from before it MISSED, which say
+nothing of what the cluster runs now. While behind:
 
 - it writes no fire ahead: each advance writes one fire, the one with a chance to start
   (see :func:`easyjob.core.planner.plan_behind`), and the fires passed over meanwhile are
