@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from easyjob import CronError, Registry, TaskContext, TaskDefinitionError, scheduled
+from easyjob.core.records import TaskSpec
 from easyjob.core.states import Misfire, Overlap
 from easyjob.errors import UnknownTimeZoneError
 
@@ -376,3 +377,28 @@ def test_tasks_without_kwargs_share_one_empty_mapping_and_kwargs_stay_their_own(
     specs = {spec.func.rsplit(":", 1)[1]: spec for spec in registry.resolved()}
     assert specs["job"].kwargs == {} and specs["job"].kwargs is specs["plain"].kwargs
     assert specs["with_kwargs"].kwargs == {"n": 1}
+
+
+def test_settings_validated_once_are_still_checked_for_each_task() -> None:
+    """Tasks declared alike validate their settings once (issue 25: 100,000 decorations);
+    each still gets its own name check, its settings normalised as the first's were, and a
+    setting equal to a valid one but of another type (``True`` for ``1``) is refused."""
+    first = TaskSpec(name="a", func="m:a", cron="@hourly", retries=1, accepts=("x",), every=None)
+    again = TaskSpec(name="b", func="m:b", cron="@hourly", retries=1, accepts=("x",), every=None)
+    assert (again.misfire, again.overlap, again.accepts) == (
+        first.misfire,
+        first.overlap,
+        first.accepts,
+    )
+    assert isinstance(again.misfire, Misfire) and again.kwargs is first.kwargs
+    with pytest.raises(TaskDefinitionError, match="invalid task name"):
+        TaskSpec(name="", func="m:c", cron="@hourly", retries=1, accepts=("x",))
+    with pytest.raises(TaskDefinitionError, match="invalid function path"):
+        TaskSpec(name="d", func="", cron="@hourly", retries=1, accepts=("x",))
+    with pytest.raises(TaskDefinitionError, match="retries must be an integer"):
+        TaskSpec(name="e", func="m:e", cron="@hourly", retries=True, accepts=("x",))
+    with pytest.raises(TaskDefinitionError, match="broadcast must be True or False"):
+        TaskSpec(name="f", func="m:f", cron="@hourly", retries=1, accepts=("x",), broadcast=0)
+    every = TaskSpec(name="g", func="m:g", every="90s")  # type: ignore[arg-type]
+    alike = TaskSpec(name="h", func="m:h", every="90s")  # type: ignore[arg-type]
+    assert every.every == alike.every == timedelta(seconds=90)
