@@ -193,20 +193,29 @@ def test_database_restart_loses_no_fire_and_kills_no_node(
             "the window to begin", lambda: cluster.store.db.now() > start + timedelta(seconds=2), 20
         )
         db_server.restart()
-        end = cluster.store.db.now().replace(microsecond=0) + timedelta(seconds=3)
+        back = cluster.store.db.now().replace(microsecond=0) + timedelta(seconds=2)
+        end = back + timedelta(seconds=1)
         window = [(f"tick-{i}", f) for i in range(5) for f in expected_fires(start, end)]
+        after = {(task, f) for task, f in window if f >= back}  # the server is back by then
 
         def done() -> bool:
-            ok = {
-                (r.task_name, r.fire_time) for r in cluster.runs() if r.status == RunStatus.SUCCESS
+            rows = cluster.runs()
+            ok = {(r.task_name, r.fire_time) for r in rows if r.status == RunStatus.SUCCESS}
+            # a fire due while the server was down (1-3 s) and superseded by the next one
+            # before it could start is MISSED by the misfire policy (fire_once), recorded
+            # on a row: never lost
+            missed = {
+                (task, f)
+                for task, f in window
+                if any(r.task_name == task and r.missed(f) for r in rows)
             }
-            return all(key in ok for key in window)
+            return after <= ok and all(key in ok or key in missed for key in window)
 
-        wait_until("every fire around the restart to succeed", done, 60)
+        wait_until("every fire around the restart to be run or recorded missed", done, 60)
         assert all(node.alive for node in cluster.nodes.values())
         cluster.stop_all()
         ledger = [(e.task, e.fire_time) for e in cluster.ledger()]
-        assert set(window) <= set(ledger)
+        assert after <= set(ledger)
         assert duplicates(ledger) == {}
 
 
