@@ -53,6 +53,10 @@ CLAIM_LEAD = timedelta(milliseconds=50)
 #: its workers (1/N) has come free (see ``Loader.freed``).
 _WAKE_SHARE = 8
 
+#: How many times its usual read a loader reads at most while every run it reads is missed
+#: (see ``Loader._sweep``).
+_MAX_SWEEP = 16
+
 #: Polls after which the loader forgets which tasks are not its code's, and reads again.
 _FORGET_POLLS = 60
 
@@ -137,6 +141,11 @@ class Loader(Loop):
         self._left = 0
         self._frees = 0
         self._wake_after = max(1, config.workers // _WAKE_SHARE)
+        #: How many times its usual read the next pending read takes: doubled after each
+        #: full read whose runs were all missed (a restart after an outage finds the fires
+        #: written ahead before it, due in due order before the current ones: read 2 x room
+        #: at a time, 60,000 of them took hundreds of round trips), back to 1 after any other.
+        self._sweep = 1
 
     def freed(self, children: bool = False, workers: int = 1) -> None:
         """*workers* came free (runs ended): claim again at once if the last claim was cut
@@ -230,6 +239,7 @@ class Loader(Loop):
         limit = 2 * room if scope.share is not None else room * max(1, len(live))
         if self._ranked:
             limit = max(limit, self._config.batch)
+        limit *= self._sweep
         pending = self._store.runs.pending(
             horizon, limit, self._foreign, node_id=self._config.node_id, scope=scope
         )
@@ -243,7 +253,10 @@ class Loader(Loop):
             and c.id not in held
             and c.task_id not in exclusive
         ]
-        if self._miss(mine, now):
+        missed = self._miss(mine, now)
+        full = len(pending) == limit and missed == len(pending)
+        self._sweep = min(_MAX_SWEEP, 2 * self._sweep) if full else 1
+        if missed:
             return True  # read again: the backlog shrank
         mine = _first_per_exclusive_task(mine)
         chosen = self._choose(mine, view)
@@ -334,14 +347,14 @@ class Loader(Loop):
             won += self._writer.claim(rest)
         return won, len(at_once) + len(rest)
 
-    def _miss(self, candidates: list[Candidate], now: datetime) -> bool:
+    def _miss(self, candidates: list[Candidate], now: datetime) -> int:
         """Mark MISSED the *candidates* the admission rule misses (see
-        :func:`easyjob.core.admission.misfire`), each with its reason; True when any was."""
+        :func:`easyjob.core.admission.misfire`), each with its reason; how many were."""
         # a run whose fire time is still to come can be neither superseded nor late
         decided = {c: misfire(facts_of(c), now) for c in candidates if c.fire_time < now}
         missed = {c: d.reason or "missed" for c, d in decided.items() if d is not None}
         if not missed:
-            return False
+            return 0
         won = self._writer.miss_pending(
             {c.id: (c.version, why) for c, why in missed.items()},
             {c.id: c.due_time for c in missed},
@@ -368,7 +381,7 @@ class Loader(Loop):
                 len(by_task),
             )
             self._behind, self._behind_told = 0, now
-        return bool(won)
+        return len(won)
 
     @property
     def _grace(self) -> timedelta:
