@@ -142,9 +142,17 @@ def test_a_first_registration_writes_every_column_and_parent(store: Store) -> No
     """The rows a first registration inserts are checked by a narrow compare, not read back
     whole: every one must still say what its spec declares (a child's parent's id and a
     join's other parents are written after the insert)."""
-    specs = _catalogue()
+    # first a task that accepts one argument beside one that accepts none: on PostgreSQL
+    # a JSON list in an array of rows was taken for another dimension (malformed array)
+    lists = [
+        TaskSpec(name="one-arg", func="tests.jobs:one", accepts=("order",)),
+        TaskSpec(name="no-arg", func="tests.jobs:none"),
+    ]
+    specs = lists + _catalogue()
     assert store.tasks.register(specs) == len(specs)
     rows = {row.name: row for row in store.tasks.all()}
+    assert (rows["one-arg"].accepts, rows["no-arg"].accepts) == (["order"], None)
+    assert rows["rich"].accepts == ["limit", "user"]
     assert rows["child"].pid == rows["rich"].id
     assert rows["rich"].kwargs == {"n": 1, "names": ["a", "b"], "nested": {"x": 1.5}}
     assert rows["paused"].status == "PAUSED"

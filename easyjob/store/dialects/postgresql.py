@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -216,10 +217,8 @@ class PostgreSQLDialect(Dialect):
         assert isinstance(table, sa.Table)
         columns = [table.c[key] for key in keys]
         arrays = [
-            sa.func.unnest(
-                sa.bindparam(array_param(key), [row[key] for row in rows], type_=sa.ARRAY(col.type))
-            )
-            for key, col in zip(keys, columns, strict=True)
+            _unnest(array_param(key), column, [row[key] for row in rows])
+            for key, column in zip(keys, columns, strict=True)
         ]
         conn.execute(insert.from_select(columns, sa.select(*arrays)))
 
@@ -227,3 +226,16 @@ class PostgreSQLDialect(Dialect):
     def schema_lock(self, conn: sa.Connection) -> Iterator[None]:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
         yield
+
+
+def _unnest(name: str, column: sa.Column[Any], values: list[Any]) -> sa.ColumnElement[Any]:
+    """``unnest`` of *values* bound as one array of *column*'s type. A JSON column's values
+    go as JSON text, cast back: a JSON array among them (a task's ``accepts``) would be
+    taken for another dimension of the array, and rows of different lengths refused
+    ("malformed array literal"). None is SQL NULL where the column says so, else JSON
+    ``null``, as SQLAlchemy writes it."""
+    if not isinstance(column.type, sa.JSON):
+        return sa.func.unnest(sa.bindparam(name, values, type_=sa.ARRAY(column.type)))
+    null = None if column.type.none_as_null else "null"
+    texts = [null if value is None else json.dumps(value) for value in values]
+    return sa.cast(sa.func.unnest(sa.bindparam(name, texts, type_=sa.ARRAY(sa.Text))), column.type)
