@@ -102,7 +102,7 @@ class TaskSpec:
         key = _settings_key(self)
         settled = _VALIDATED.get(key) if key is not None else None
         if settled is not None:  # the same settings as a task already validated
-            _check_name_and_func(self, f"task {shown(self.name)}")
+            _check_name_and_func(self)
             for name, value in settled:
                 object.__setattr__(self, name, value)
             return
@@ -117,7 +117,7 @@ class TaskSpec:
         _check_parents(self, what)
         _check_schedule(self, what)
         _check_jitter_and_calendar(self, what)
-        _check_name_and_func(self, what)
+        _check_name_and_func(self)
         if self.cron is None:
             parse_tz(self.tz)
         else:
@@ -241,11 +241,11 @@ def _settings_key(spec: TaskSpec) -> tuple[Any, ...] | None:
     return key
 
 
-def _check_name_and_func(spec: TaskSpec, what: str) -> None:
+def _check_name_and_func(spec: TaskSpec) -> None:
     if not isinstance(spec.name, str) or not spec.name or len(spec.name) > _MAX_NAME:
         raise TaskDefinitionError(f"invalid task name {shown(spec.name)}: 1-{_MAX_NAME} characters")
     if not isinstance(spec.func, str) or not spec.func:
-        raise TaskDefinitionError(f"{what}: invalid function path {spec.func!r}")
+        raise TaskDefinitionError(f"task {shown(spec.name)}: invalid function path {spec.func!r}")
 
 
 def _check_parents(spec: TaskSpec, what: str) -> None:

@@ -45,11 +45,11 @@ class RunWriter:
         self._node_id = node_id
         self._log = ContextLogger(logging.getLogger("easyjob.worker"), {"node_id": node_id})
         self.given_up = 0  # writes abandoned to the orphan sweep
-        self.missed = 0  # runs this node wrote MISSED before they started
-        #: Of those, the runs due since :attr:`started_at`: what the planner paces on. A run
-        #: due before this node started (a fire an outage left PENDING) says nothing of what
-        #: the cluster can run now: after an outage, a restarted node marks thousands of
-        #: them MISSED in its first second.
+        #: Runs this node wrote MISSED before they started that were due since
+        #: :attr:`started_at`: what the planner paces on. A run due before this node started
+        #: (a fire an outage left PENDING) says nothing of what the cluster can run now:
+        #: after an outage, a restarted node marks thousands of them MISSED in its first
+        #: second.
         self.missed_since_start = 0
         #: Database time when the node started (None: every miss counts).
         self.started_at: datetime | None = None
@@ -84,7 +84,6 @@ class RunWriter:
         return won
 
     def _count_missed(self, won: Collection[int], due: Mapping[int, datetime]) -> None:
-        self.missed += len(won)
         since = self.started_at
         self.missed_since_start += sum(1 for i in won if since is None or due[i] >= since)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -169,44 +168,29 @@ def test_a_node_just_started_writes_no_fire_ahead_before_it_knows_it_keeps_up(
 
 
 def test_a_node_restarted_after_an_outage_is_not_paced_by_the_fires_the_outage_left(
-    rig: Callable[..., Rig], registry: Registry, tmp_path: Path
+    rig: Callable[..., Rig], registry: Registry
 ) -> None:
     """Fires written ahead before an outage are superseded when the cluster comes back: the
     node marks them MISSED in its first polls. Those misses say nothing of what the cluster
     can run now: the planner is not paced on them (measured before: 1,000 every-second
     tasks on one SQLite node, restarted after 15 s down, ran 240 runs/s for the next 7 s
     against 900 before the outage)."""
-    for i in range(20):
-        task(registry, f"t{i}")
-    first = rig(workers=8)
-    first.run_for(6)  # settled: fires written ahead, ten a task
-    assert first.node.planner.pace.settled
-    first.clock.advance(30)  # every node down for 30 s
-    again = Rig(tmp_path, registry, workers=8, node_id="n2", clock=first.clock)
-    try:
-        again.run_for(5)
-        writer = again.node.dispatcher.writer
-        assert writer.missed >= 100  # the outage's fires, marked MISSED by this node
-        assert writer.missed_since_start == 0
-        assert again.node.planner.pace.episodes == 0 and not again.node.planner.pace.behind
-        assert all(again.statuses(f"t{i}").get(RunStatus.SUCCESS, 0) >= 10 for i in range(20))
-    finally:
-        again.store.close()
+    again = _after_an_outage(rig, registry, tasks=20, workers=8)
+    again.run_for(5)
+    assert again.node.loader.missed >= 100  # the outage's fires, marked MISSED by this node
+    assert again.node.dispatcher.writer.missed_since_start == 0
+    assert again.node.planner.pace.episodes == 0 and not again.node.planner.pace.behind
+    assert all(again.statuses(f"t{i}").get(RunStatus.SUCCESS, 0) >= 10 for i in range(20))
 
 
 def test_a_node_restarted_after_an_outage_clears_the_fires_it_left_in_few_reads(
-    rig: Callable[..., Rig], registry: Registry, tmp_path: Path
+    rig: Callable[..., Rig], registry: Registry
 ) -> None:
     """The fires written ahead before an outage come first in due order, all to be missed:
     each full read of them makes the next read larger (up to 16 times), so the current
     fires are reached in a few round trips, not one per room's worth (60,000 stale fires
     took hundreds of reads)."""
-    for i in range(TASKS):
-        task(registry, f"t{i}")
-    first = rig(workers=64)
-    first.run_for(6)
-    first.clock.advance(30)
-    again = Rig(tmp_path, registry, workers=64, node_id="n2", clock=first.clock)
+    again = _after_an_outage(rig, registry, tasks=TASKS, workers=64)
     writer = again.node.dispatcher.writer
     marks: list[int] = []
     miss_pending = writer.miss_pending
@@ -217,13 +201,24 @@ def test_a_node_restarted_after_an_outage_clears_the_fires_it_left_in_few_reads(
         return won
 
     writer.miss_pending = counted  # type: ignore[method-assign]
-    try:
-        again.tick()
-        stale = sum(marks)
-        assert stale >= 2000, marks  # about 9 fires a task written ahead, all superseded
-        assert len(marks) <= 8, marks  # measured: 4 (200, 400, 800, 1,300); 14 before
-        again.run_for(2)
-        ran = [again.statuses(f"t{i}").get(RunStatus.SUCCESS, 0) for i in range(TASKS)]
-        assert min(ran) >= 1
-    finally:
-        again.store.close()
+    again.tick()
+    stale = sum(marks)
+    assert stale >= 2000, marks  # about 9 fires a task written ahead, all superseded
+    assert len(marks) <= 8, marks  # measured: 4 (200, 400, 800, 1,300); 14 before
+    again.run_for(2)
+    ran = [again.statuses(f"t{i}").get(RunStatus.SUCCESS, 0) for i in range(TASKS)]
+    assert min(ran) >= 1
+
+
+def _after_an_outage(
+    rig: Callable[..., Rig], registry: Registry, *, tasks: int, workers: int
+) -> Rig:
+    """A node n2 started after *tasks* every-second tasks ran 6 s on node n1 (settled: fires
+    written ahead, ten a task) and every node was then down for 30 s."""
+    for i in range(tasks):
+        task(registry, f"t{i}")
+    first = rig(workers=workers)
+    first.run_for(6)
+    assert first.node.planner.pace.settled
+    first.clock.advance(30)
+    return rig(workers=workers, node_id="n2", clock=first.clock)
