@@ -5,23 +5,26 @@ before its successor is due is superseded (:mod:`easyjob.core.admission`). A fir
 ahead and then missed costs two row writes (its insert and its MISSED mark) for nothing,
 at the moment the database is the cluster's limit: measured, 16 rows per run on 4 SQLite
 nodes offered 3,000 fires a second (docs/performance.md, "Overload"). So a planner watches
-the share of the runs its node dealt with in a poll (ran, or marked MISSED) that its node
-marked MISSED (the *loss*), and while the loss is high it is *behind*. The share is the
-cluster's, seen through this node: a node's loader reads its share of every planner's
-fires (its home runs, under ``default``), not the fires its own planner wrote, so its
-misses are no measure of what its planner wrote. Measured before (the misses divided by
-the fires this planner wrote, 2026-11-27, `tests/perf/pace_trace.py`): a planner cut to a
-few fires a poll saw its loader's misses of the others' fires as a loss of several times
-what it wrote, and stayed cut while the cluster ran half what it could. The misses it is
-told are those of runs due since its node started (``RunWriter.missed_since_start``): a
-node restarted after an outage marks the fires left from before it MISSED, which say
-nothing of what the cluster runs now. While behind:
+the share of the runs its *cluster* dealt with in a poll (ran, or marked MISSED after their
+fire was written) that were marked MISSED (the *loss*), read from the run table each poll
+(:meth:`~easyjob.store.contract.RunStore.fates`: the runs every node ended in the round, by
+``end_time``), and while the loss is high it is *behind*. The cluster's, not its own node's:
+the node whose loader marks a fire MISSED is the run's home node (run id modulo the live
+nodes, under ``default``), not the node whose planner wrote it, and the misses are not even
+spread over the nodes. The earlier fires of the tasks an advance writes two of have ids of
+one parity, so with 4 nodes two of them mark nearly all. Measured (2026-11-27,
+`tests/perf/pace_trace.py`, 4 SQLite nodes x 6,000 tasks), a planner whose own node marked
+nothing for 10 s went on writing 1,000-2,000 fires a second while the cluster ran 500, and
+a saturated bench wrote 8.1 rows per run where another trial of it wrote 4.9. The misses it
+counts are those of runs due since its node started: a node restarted after an outage marks
+the fires left from before it MISSED, which say nothing of what the cluster runs now.
+While behind:
 
 - it writes no fire ahead: each advance writes one fire, the one with a chance to start
   (see :func:`easyjob.core.planner.plan_behind`), and the fires passed over meanwhile are
   recorded on that fire's row (its gap: ``missed_from``, ``missed_count``), never a row each;
 - it advances at most :attr:`Pace.rate` tasks per poll, the most overdue first. The rate
-  halves after a poll whose misses passed :data:`LOSS` of the runs its node dealt with
+  halves after a poll whose misses passed :data:`LOSS` of the runs its cluster dealt with
   (and :data:`MIN_MISSES`), at most once per two polls (the fires written before a
   cut are missed in the poll after it) and never below the runs the node ran in the last
   poll (what it evidently can run: fires written ahead before it was behind are missed
@@ -44,10 +47,11 @@ cluster's capacity.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
-__all__ = ["LOSS", "MIN_MISSES", "QUIET", "Pace"]
+__all__ = ["LOSS", "MIN_MISSES", "QUIET", "Fates", "Pace"]
 
-#: The share of the runs a node dealt with in a poll (ran or missed) that, missed, is loss.
+#: The share of the runs a cluster dealt with in a poll (ran or missed) that, missed, is loss.
 LOSS = 0.1
 #: Fewer misses than this in a poll are never loss.
 MIN_MISSES = 10
@@ -57,10 +61,18 @@ QUIET = 3
 MIN_RATE = 1.0
 
 
+class Fates(NamedTuple):
+    """What became of the runs a cluster ended in one round (see
+    :meth:`~easyjob.store.contract.RunStore.fates`)."""
+
+    ran: int  # ended SUCCESS or FAILED
+    missed: int  # marked MISSED after their fire was written
+
+
 class Pace:
-    """One planner's pacing state; the planner tells it the time, its node's running
-    counts of runs MISSED and run, and what each step wrote. Not thread-safe (the planner's thread
-    alone uses it)."""
+    """One planner's pacing state; the planner tells it the time, the fates of the runs its
+    cluster ended in each round (:meth:`round_start`), its node's running count of runs run,
+    and what each step wrote. Not thread-safe (the planner's thread alone uses it)."""
 
     def __init__(self, poll: timedelta, batch: int) -> None:
         if poll <= timedelta(0) or batch < 1:
@@ -72,7 +84,6 @@ class Pace:
         self._tokens = 0.0
         self._round_at: datetime | None = None
         self._step_at: datetime | None = None
-        self._missed_mark: int | None = None
         self._ran_mark = 0
         self._held_back = False  # whether the rate left due tasks unplanned this poll
         self._quiet = 0
@@ -97,11 +108,22 @@ class Pace:
         20 s, the plan-ahead of every task written in the first poll)."""
         return not self._behind and self._calm >= QUIET
 
-    def allowance(self, now: datetime, missed: int, succeeded: int = 0) -> int | None:
+    def round_start(self, now: datetime) -> datetime | None:
+        """When the round that closes at database time *now* began, if one does (a poll or
+        more ago): the planner then reads the fates of the runs its cluster ended since,
+        for :meth:`allowance`. None: no round closes now."""
+        if self._round_at is None or now - self._round_at < self._poll:
+            return None
+        return self._round_at
+
+    def allowance(
+        self, now: datetime, fates: Fates | None = None, succeeded: int = 0
+    ) -> int | None:
         """How many due tasks the planner may advance in this step at database time *now*,
-        its node having marked *missed* runs MISSED and run *succeeded* so far; None: any
-        number (not behind)."""
-        self._close_rounds(now, missed, succeeded)
+        given the *fates* of the runs its cluster ended in the round that closes now (see
+        :meth:`round_start`; None when none does), its node having run *succeeded* runs so
+        far; None: any number (not behind)."""
+        self._close_round(now, fates, succeeded)
         if not self._behind:
             self._step_at = now
             return None
@@ -116,18 +138,17 @@ class Pace:
         self._tokens = max(0.0, self._tokens - tasks)
         self._held_back = self._held_back or held_back
 
-    def _close_rounds(self, now: datetime, missed: int, succeeded: int) -> None:
-        if self._round_at is None or self._missed_mark is None:
-            self._round_at, self._missed_mark, self._ran_mark = now, missed, succeeded
+    def _close_round(self, now: datetime, fates: Fates | None, succeeded: int) -> None:
+        if self._round_at is None:
+            self._round_at, self._ran_mark = now, succeeded
             return
-        if now - self._round_at < self._poll:
+        if fates is None or now - self._round_at < self._poll:
             return
-        misses = missed - self._missed_mark
-        runs = succeeded - self._ran_mark
-        loss = misses >= MIN_MISSES and misses > LOSS * (misses + runs)
-        ran = runs / ((now - self._round_at) / self._poll)
+        misses = fates.missed
+        loss = misses >= MIN_MISSES and misses > LOSS * (misses + fates.ran)
+        ran = (succeeded - self._ran_mark) / ((now - self._round_at) / self._poll)
         self._decide(loss, misses == 0, ran)
-        self._round_at, self._missed_mark, self._ran_mark = now, missed, succeeded
+        self._round_at, self._ran_mark = now, succeeded
         self._held_back = False
 
     def _decide(self, loss: bool, clean: bool, ran: float) -> None:

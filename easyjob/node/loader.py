@@ -355,10 +355,7 @@ class Loader(Loop):
         missed = {c: d.reason or "missed" for c, d in decided.items() if d is not None}
         if not missed:
             return 0
-        won = self._writer.miss_pending(
-            {c.id: (c.version, why) for c, why in missed.items()},
-            {c.id: c.due_time for c in missed},
-        )
+        won = self._writer.miss_pending({c.id: (c.version, why) for c, why in missed.items()})
         by_task: dict[str, list[Candidate]] = {}
         for c in missed:
             if c.id in won:

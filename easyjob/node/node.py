@@ -270,7 +270,6 @@ class Node:
             self.dispatcher.hooks,
             metrics=self.metrics,
             on_planned=self.loader.wake,
-            missed=lambda: self.dispatcher.writer.missed_since_start,
             succeeded=lambda: self.dispatcher.writer.succeeded,
         )
         self.recovery = Recoverer(
@@ -317,8 +316,8 @@ class Node:
         for loop in loops:
             loop.progress = self.health.step
         self.heartbeat.register()  # the catalog first: peers see what this node may run
-        # the pace counts the misses of runs due from now on (see RunWriter.started_at)
-        self.dispatcher.writer.started_at = self.liveness.db_now()
+        # the pace counts the misses of runs due from now on (see Planner.started_at)
+        self.planner.started_at = self.liveness.db_now()
         self.registrar = Registrar(self.store, specs, self.log, self._registration_failed)
         if not background or len(specs) <= SYNC_TASKS:
             self.registrar.register()  # after the node row: seen_time >= started_at

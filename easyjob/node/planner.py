@@ -14,7 +14,8 @@ looked at again every 10 s (:mod:`easyjob.node.unplannable`): one task's problem
 stops the others' planning. The days of the calendars that due tasks exclude come from
 :mod:`easyjob.node.calendars` (read again only when a calendar changed).
 
-While the share of its fires that the node marks MISSED is high, the planner is *behind*
+While the share of the fires written that its cluster marks MISSED is high (read once a
+poll: :meth:`~easyjob.store.contract.RunStore.fates`), the planner is *behind*
 (:mod:`easyjob.core.pacing`): it advances at most its paced number of due tasks per poll,
 the most overdue first, each by one fire (:func:`easyjob.core.planner.plan_behind`: no fire
 written ahead, the fires passed over recorded on that fire's row), so the fires written
@@ -68,7 +69,6 @@ class Planner(Loop):
         *,
         metrics: Metrics = NO_METRICS,
         on_planned: Callable[[], None] | None = None,
-        missed: Callable[[], int] = lambda: 0,
         succeeded: Callable[[], int] = lambda: 0,
     ) -> None:
         super().__init__(config.poll, log)
@@ -86,9 +86,12 @@ class Planner(Loop):
         #: fires to run (PENDING rows) this planner wrote, for ``easyjob_fires_written``
         self.fires_written = 0
         self._schedules: dict[tuple[object, ...], Schedule | None] = {}
-        self._missed = missed  # how many runs the node has marked MISSED so far
-        self._succeeded = succeeded  # and how many it has run
+        self._succeeded = succeeded  # how many runs the node has run so far
         self.pace = Pace(timedelta(seconds=config.poll), config.batch)
+        #: Database time when the node started: the pace counts the misses of runs due
+        #: since (a fire an outage left PENDING says nothing of what the cluster runs now:
+        #: a node restarted after one marks thousands MISSED in its first second).
+        self.started_at: datetime | None = None
         #: What a fire written while behind may wait before its successor is due (see
         #: easyjob.core.planner.plan_behind): half a poll.
         self._margin = timedelta(seconds=config.poll / 2)
@@ -98,7 +101,9 @@ class Planner(Loop):
             return None  # the loader says so in the log
         now = self._liveness.db_now()
         was_behind = self.pace.behind
-        allowance = self.pace.allowance(now, self._missed(), self._succeeded())
+        since = self.pace.round_start(now)
+        fates = None if since is None else self._store.runs.fates(since, now, self.started_at)
+        allowance = self.pace.allowance(now, fates, self._succeeded())
         if self.pace.behind != was_behind:
             self._tell(was_behind)
         if allowance is None:

@@ -45,14 +45,6 @@ class RunWriter:
         self._node_id = node_id
         self._log = ContextLogger(logging.getLogger("easyjob.worker"), {"node_id": node_id})
         self.given_up = 0  # writes abandoned to the orphan sweep
-        #: Runs this node wrote MISSED before they started that were due since
-        #: :attr:`started_at`: what the planner paces on. A run due before this node started
-        #: (a fire an outage left PENDING) says nothing of what the cluster can run now:
-        #: after an outage, a restarted node marks thousands of them MISSED in its first
-        #: second.
-        self.missed_since_start = 0
-        #: Database time when the node started (None: every miss counts).
-        self.started_at: datetime | None = None
         self.succeeded = 0  # runs this node wrote SUCCESS (what it runs: the pace's floor)
 
     def claim(self, candidates: Sequence[Candidate]) -> list[Run]:
@@ -74,18 +66,10 @@ class RunWriter:
             self._node_id, candidates, exclusive=exclusive, deadlines=_deadlines(candidates)
         )
 
-    def miss_pending(
-        self, runs: Mapping[int, tuple[int, str]], due: Mapping[int, datetime]
-    ) -> set[int]:
+    def miss_pending(self, runs: Mapping[int, tuple[int, str]]) -> set[int]:
         """PENDING -> MISSED, ``id -> (version, reason)``: misses the admission rule decided
-        (see ``RunStore.miss_pending``), each run's due time in *due*; the ids written."""
-        won = self._store.runs.miss_pending(runs)
-        self._count_missed(won, due)
-        return won
-
-    def _count_missed(self, won: Collection[int], due: Mapping[int, datetime]) -> None:
-        since = self.started_at
-        self.missed_since_start += sum(1 for i in won if since is None or due[i] >= since)
+        (see ``RunStore.miss_pending``); the ids written."""
+        return self._store.runs.miss_pending(runs)
 
     def recover(
         self,
@@ -194,8 +178,6 @@ class RunWriter:
         )
         if won is None:
             return None
-        if status == RunStatus.MISSED:
-            self._count_missed(won, {run.id: run.due_time for run in runs})
         for run in runs[:_TOLD]:
             if run.id in won:
                 self.say(logging.INFO, run, "%s", reasons[run.id])

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from easyjob.core.admission import Catalog
 from easyjob.core.calendars import CalendarDay
+from easyjob.core.pacing import Fates
 from easyjob.core.records import (
     Advance,
     Candidate,
@@ -403,6 +404,11 @@ class RunStore(Protocol):
 
     def held_counts(self) -> dict[str, int]:
         """How many runs each node holds (CLAIMED or RUNNING)."""
+        ...
+
+    def fates(self, since: datetime, until: datetime, due_since: datetime | None) -> Fates:
+        """How many runs every node ended from *since* to *until* (database time): run, and
+        MISSED after they were written, of those due from *due_since* on (all with None)."""
         ...
 
 

@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from easyjob.core.records import Run, TaskSpec
+from easyjob.core.pacing import Fates
+from easyjob.core.records import Advance, PlannedFire, Run, TaskSpec
 from easyjob.core.states import NodeStatus, RunStatus, Trigger
 from easyjob.store import Store
 from easyjob.store.schema import node_table as n
@@ -151,3 +152,28 @@ def test_history_filters_and_prune_keeps_unfinished_runs(store: Store) -> None:
     assert store.history.prune(timedelta(seconds=-60), batch=1, progress=seen.append) == 2
     assert seen == [0, 1, 2, 2]
     assert [r.id for r in store.history.runs()] == [run_ids[2]]
+
+
+def test_fates_count_the_runs_every_node_ended_in_a_window(store: Store) -> None:
+    """What a planner's pace reads each poll: runs ended SUCCESS or FAILED, and runs MISSED
+    after their fire was written, by any node, in the window; not a gap's summary row
+    (written MISSED), not a run still PENDING, not one due before *due_since*."""
+    since = store.now()
+    run_ids = make_pending(store, fires=6)
+    for node, run_id in (("a", run_ids[0]), ("b", run_ids[1])):
+        store.runs.finish_many([_claim_start(store, node, run_id)])
+    failed = _claim_start(store, "b", run_ids[2])
+    assert store.runs.fail(failed, "boom", retry_in=None) is not None
+    candidates = {c.id: c for c in store.runs.pending(since + timedelta(days=1), 1000)}
+    assert store.runs.miss_pending({i: (candidates[i].version, "late") for i in run_ids[3:5]})
+    (task,) = store.tasks.upsert([TaskSpec("gap", "tests.jobs:noop", cron="* * * * * *")])
+    assert task.next_start_time is not None
+    gap = PlannedFire(task.next_start_time, RunStatus.MISSED, "behind", missed_count=5)
+    summary = Advance(task.id, task.version, task.next_start_time + timedelta(seconds=1), (gap,))
+    assert store.tasks.advance("a", [summary]) == [task.id]
+    until = store.now() + timedelta(seconds=1)
+
+    assert store.runs.fates(since, until, None) == Fates(ran=3, missed=2)
+    assert store.runs.fates(until, until + timedelta(seconds=1), None) == Fates(0, 0)
+    due = max(c.due_time for c in candidates.values()) + timedelta(seconds=1)
+    assert store.runs.fates(since, until, due) == Fates(0, 0)

@@ -4,11 +4,12 @@ the pacing that decides when it is behind and how many tasks it advances."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
-from easyjob.core.pacing import MIN_MISSES, QUIET, Pace
+from easyjob.core.pacing import MIN_MISSES, QUIET, Fates, Pace
 from easyjob.core.planner import plan_behind
 from easyjob.core.states import Misfire, RunStatus
 from tests.unit.test_planner import EVERY_SECOND, T0, statuses, task
@@ -98,8 +99,28 @@ def test_max_runs_still_bounds_the_fires() -> None:
     assert statuses(advance.fires) == ["M"] and advance.next_start_time is None
 
 
-def _pace() -> Pace:
-    return Pace(timedelta(seconds=1), batch=200)
+class _Ledger:
+    """A pace told a cluster's running counts of runs missed and run as each round's fates,
+    as its planner reads them (the runs ended since the round began); the node's own runs
+    are the cluster's here."""
+
+    def __init__(self, pace: Pace) -> None:
+        self.pace = pace
+        self._missed = self._ran = 0
+
+    def allowance(self, now: datetime, missed: int, ran: int = 0) -> int | None:
+        fates = None
+        if self.pace.round_start(now) is not None:
+            fates = Fates(ran=ran - self._ran, missed=missed - self._missed)
+            self._missed, self._ran = missed, ran
+        return self.pace.allowance(now, fates, ran)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pace, name)
+
+
+def _pace() -> Any:
+    return _Ledger(Pace(timedelta(seconds=1), batch=200))
 
 
 def test_a_planner_whose_fires_are_missed_becomes_behind_and_halves_its_rate() -> None:
@@ -167,13 +188,13 @@ def test_a_held_back_poll_keeps_a_planner_behind() -> None:
     assert pace.behind
 
 
-def test_loss_is_the_share_of_the_runs_the_node_dealt_with_not_of_what_it_wrote() -> None:
-    """A node's loader misses runs of every planner's fires (its home runs), so a planner
-    that wrote few fires is not cut for the cluster's misses while they are a small share
-    of what its node dealt with; a large share is loss whatever it wrote."""
+def test_loss_is_the_share_of_the_runs_the_cluster_dealt_with_not_of_what_it_wrote() -> None:
+    """Every node's loader misses runs of every planner's fires (its home runs), so a
+    planner that wrote few fires is not cut for the cluster's misses while they are a small
+    share of what the cluster dealt with; a large share is loss whatever it wrote."""
     pace = _pace()
     pace.allowance(T0, 0, 0)
-    pace.planned(5, held_back=False)  # wrote 5 fires; its node ran 900 and missed 50
+    pace.planned(5, held_back=False)  # wrote 5 fires; the cluster ran 900 and missed 50
     assert pace.allowance(T0 + _s(1), 50, 900) is None and not pace.behind
     pace.planned(5, held_back=False)  # ran 100 and missed 200: two thirds missed
     assert pace.allowance(T0 + _s(2), 250, 1000) == 100 and pace.behind
@@ -206,6 +227,21 @@ def test_a_planner_settles_after_its_first_quiet_polls_and_again_after_being_beh
         pace.planned(10, held_back=False)
         pace.allowance(T0 + _s(i), 600, 1000 * i)
     assert not pace.behind and pace.settled
+
+
+def test_a_round_closes_a_poll_after_the_last_once_its_fates_are_told() -> None:
+    """The planner reads the cluster's fates only when a round closes: a poll after the
+    last closed (the first opens at the first step); a round told no fates stays open."""
+    pace = Pace(timedelta(seconds=1), batch=200)
+    assert pace.round_start(T0) is None
+    assert pace.allowance(T0) is None  # opens the first round
+    assert pace.round_start(T0 + _s(0.5)) is None
+    assert pace.round_start(T0 + _s(1)) == T0
+    pace.allowance(T0 + _s(1), None)  # not read: still open
+    assert pace.round_start(T0 + _s(1.2)) == T0
+    assert pace.allowance(T0 + _s(1.2), Fates(ran=100, missed=600)) == 100
+    assert pace.behind and pace.round_start(T0 + _s(1.5)) is None
+    assert pace.round_start(T0 + _s(2.2)) == T0 + _s(1.2)
 
 
 def test_pacing_refuses_a_bad_poll_or_batch() -> None:

@@ -1,5 +1,6 @@
 """Reads of ``easy_job_task_detail`` shared by the run store: the claimable PENDING runs, the
-runs each node holds, and the mapping of a run's row to its record."""
+runs each node holds, how many runs the cluster ended and missed lately, and the mapping of a
+run's row to its record."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from easyjob.core.pacing import Fates
 from easyjob.core.records import Candidate, Run
 from easyjob.core.states import HELD, Misfire, Overlap, RunStatus, TaskStatus, Trigger
 from easyjob.core.strategies import ReadScope, Share
@@ -181,6 +183,33 @@ class RunReads:
             return {row[0]: int(row[1]) for row in conn.execute(query)}
 
         return self._db.read("held_counts", read)
+
+    def fates(self, since: datetime, until: datetime, due_since: datetime | None) -> Fates:
+        """How many runs the cluster (every node) ended from *since* to *until* (database
+        time, by ``end_time``): run (SUCCESS or FAILED), and MISSED after they were written
+        (a version past the insert's: a summary row of a gap, written MISSED, is not one),
+        of those due from *due_since* on (all with None; see
+        :class:`~easyjob.core.pacing.Fates`). One range of the ``end_time`` index."""
+        ended = (str(RunStatus.SUCCESS), str(RunStatus.FAILED), str(RunStatus.MISSED))
+
+        def read(conn: sa.Connection) -> Fates:
+            query = (
+                sa.select(d.c.status, sa.func.count())
+                .where(
+                    d.c.end_time >= since,
+                    d.c.end_time < until,
+                    d.c.status.in_(ended),
+                    d.c.version > 0,
+                )
+                .group_by(d.c.status)
+            )
+            if due_since is not None:
+                query = query.where(d.c.due_time >= due_since)
+            counts = {row[0]: int(row[1]) for row in conn.execute(query)}
+            missed = counts.pop(str(RunStatus.MISSED), 0)
+            return Fates(ran=sum(counts.values()), missed=missed)
+
+        return self._db.read("run_fates", read)
 
 
 def _due_order(candidate: Candidate) -> tuple[datetime, int]:
