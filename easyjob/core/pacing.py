@@ -10,15 +10,14 @@ fire was written) that were marked MISSED (the *loss*), read from the run table 
 (:meth:`~easyjob.store.contract.RunStore.fates`: the runs every node ended in the round, by
 ``end_time``), and while the loss is high it is *behind*. The cluster's, not its own node's:
 the node whose loader marks a fire MISSED is the run's home node (run id modulo the live
-nodes, under ``default``), not the node whose planner wrote it, and the misses are not even
-spread over the nodes. The earlier fires of the tasks an advance writes two of have ids of
-one parity, so with 4 nodes two of them mark nearly all. Measured (2026-11-27,
-`tests/perf/pace_trace.py`, 4 SQLite nodes x 6,000 tasks), a planner whose own node marked
-nothing for 10 s went on writing 1,000-2,000 fires a second while the cluster ran 500, and
-a saturated bench wrote 8.1 rows per run where another trial of it wrote 4.9. The misses it
-counts are those of runs due since its node started: a node restarted after an outage marks
-the fires left from before it MISSED, which say nothing of what the cluster runs now.
-While behind:
+nodes, under ``default``), or a node that steals it, not the node whose planner wrote it,
+and the misses fall unevenly on the nodes. Measured (2026-11-27, `tests/perf/pace_trace.py`,
+4 SQLite nodes x 6,000 tasks, 40 s): the nodes marked 19,331, 5,599, 3,584 and 2,119 runs
+MISSED; the planner of the node that marked 2,119 was not behind for its first 12 s and
+wrote 22,965 fires while its node started 6,177 runs; one saturated bench wrote 8.1 rows
+per run where another trial of it wrote 4.9. The misses it counts are those of runs due
+since its node started: a node restarted after an outage marks the fires left from before
+it MISSED, which say nothing of what the cluster runs now. While behind:
 
 - it writes no fire ahead: each advance writes one fire, the one with a chance to start
   (see :func:`easyjob.core.planner.plan_behind`), and the fires passed over meanwhile are
@@ -86,6 +85,8 @@ class Pace:
         self._step_at: datetime | None = None
         self._ran_mark = 0
         self._held_back = False  # whether the rate left due tasks unplanned this poll
+        #: whether the planner advanced a task in this round, and in the one before
+        self._wrote = self._wrote_before = False
         self._quiet = 0
         #: polls closed without loss since start (see settled), up to QUIET
         self._calm = 0
@@ -110,11 +111,21 @@ class Pace:
 
     def round_start(self, now: datetime) -> datetime | None:
         """When the round that closes at database time *now* began, if one does (a poll or
-        more ago): the planner then reads the fates of the runs its cluster ended since,
-        for :meth:`allowance`. None: no round closes now."""
+        more ago) and its fates tell this pace something (see :meth:`_needs_fates`): the
+        planner then reads the fates of the runs its cluster ended since, for
+        :meth:`allowance`. None: nothing to read now."""
         if self._round_at is None or now - self._round_at < self._poll:
             return None
-        return self._round_at
+        return self._round_at if self._needs_fates() else None
+
+    def _needs_fates(self) -> bool:
+        """Whether the round closing now needs its fates: the planner is behind (it leaves
+        only after polls without loss), or it advanced tasks in this round or the one before
+        (their fires' runs end in the round after). Else the round closes as one without
+        loss (none of its fires could be lost): a planner with nothing due reads nothing
+        (the read cost an idle SQLite node 1.3 ms of CPU a second, a quarter of its
+        whole)."""
+        return self._behind or self._wrote or self._wrote_before
 
     def allowance(
         self, now: datetime, fates: Fates | None = None, succeeded: int = 0
@@ -137,19 +148,25 @@ class Pace:
         unplanned."""
         self._tokens = max(0.0, self._tokens - tasks)
         self._held_back = self._held_back or held_back
+        self._wrote = self._wrote or tasks > 0
 
     def _close_round(self, now: datetime, fates: Fates | None, succeeded: int) -> None:
         if self._round_at is None:
             self._round_at, self._ran_mark = now, succeeded
             return
-        if fates is None or now - self._round_at < self._poll:
+        if now - self._round_at < self._poll:
             return
+        if fates is None:
+            if self._needs_fates():
+                return  # the planner reads them first (see round_start): the round stays open
+            fates = Fates(ran=0, missed=0)  # nothing written lately: nothing of its lost
         misses = fates.missed
         loss = misses >= MIN_MISSES and misses > LOSS * (misses + fates.ran)
         ran = (succeeded - self._ran_mark) / ((now - self._round_at) / self._poll)
         self._decide(loss, misses == 0, ran)
         self._round_at, self._ran_mark = now, succeeded
         self._held_back = False
+        self._wrote_before, self._wrote = self._wrote, False
 
     def _decide(self, loss: bool, clean: bool, ran: float) -> None:
         self._since_cut += 1

@@ -227,8 +227,8 @@ def _after_an_outage(
 def test_a_planner_is_paced_by_the_misses_of_its_cluster_not_of_its_node(
     rig: Callable[..., Rig], registry: Registry
 ) -> None:
-    """The node whose loader marks a fire MISSED is the run's home node, not the node whose
-    planner wrote it, and the misses are not even spread over the nodes. Here another node
+    """The node whose loader marks a fire MISSED is the run's home node (or a thief), not
+    the node whose planner wrote it, and the misses fall unevenly on the nodes. Here another node
     marks 300 runs MISSED a second while this node's own loader marks none: its planner
     is paced all the same (measured before, when it paced on its own node's misses: a
     planner whose node marked nothing for 10 s went on writing 1,000-2,000 fires a second

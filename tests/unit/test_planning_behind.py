@@ -142,7 +142,7 @@ def test_a_planner_whose_fires_are_missed_becomes_behind_and_halves_its_rate() -
 
 def test_a_behind_planner_speeds_up_without_loss_and_leaves_once_nothing_is_held_back() -> None:
     pace = _pace()
-    pace.planned(0, held_back=False)
+    pace.planned(100, held_back=False)  # wrote fires ahead
     pace.allowance(T0, 0)
     pace.allowance(T0 + _s(1), 500)
     assert pace.behind
@@ -157,7 +157,7 @@ def test_a_behind_planner_speeds_up_without_loss_and_leaves_once_nothing_is_held
 
 def test_a_behind_planner_writes_at_most_twice_what_its_node_runs() -> None:
     pace = _pace()
-    pace.planned(0, held_back=False)
+    pace.planned(100, held_back=False)
     pace.allowance(T0, 0)
     pace.allowance(T0 + _s(1), 500)
     assert pace.rate == 100
@@ -169,7 +169,7 @@ def test_a_cut_never_goes_below_what_the_node_ran() -> None:
     """The fires written ahead before a planner was behind are missed for several polls:
     halving on each would leave a node that runs 80 a poll writing a handful."""
     pace = _pace()
-    pace.planned(0, held_back=False)
+    pace.planned(100, held_back=False)
     pace.allowance(T0, 0)
     pace.allowance(T0 + _s(1), 500, 0)  # behind at 100
     pace.allowance(T0 + _s(2), 1000, 80)  # loss, no cut yet (one per two polls)
@@ -179,7 +179,7 @@ def test_a_cut_never_goes_below_what_the_node_ran() -> None:
 
 def test_a_held_back_poll_keeps_a_planner_behind() -> None:
     pace = _pace()
-    pace.planned(0, held_back=False)
+    pace.planned(100, held_back=False)
     pace.allowance(T0, 0)
     pace.allowance(T0 + _s(1), 500)
     for i in range(2, 2 + 3 * QUIET):
@@ -235,6 +235,7 @@ def test_a_round_closes_a_poll_after_the_last_once_its_fates_are_told() -> None:
     pace = Pace(timedelta(seconds=1), batch=200)
     assert pace.round_start(T0) is None
     assert pace.allowance(T0) is None  # opens the first round
+    pace.planned(100, held_back=False)
     assert pace.round_start(T0 + _s(0.5)) is None
     assert pace.round_start(T0 + _s(1)) == T0
     pace.allowance(T0 + _s(1), None)  # not read: still open
@@ -242,6 +243,24 @@ def test_a_round_closes_a_poll_after_the_last_once_its_fates_are_told() -> None:
     assert pace.allowance(T0 + _s(1.2), Fates(ran=100, missed=600)) == 100
     assert pace.behind and pace.round_start(T0 + _s(1.5)) is None
     assert pace.round_start(T0 + _s(2.2)) == T0 + _s(1.2)
+
+
+def test_a_planner_that_writes_nothing_reads_no_fates() -> None:
+    """Two rounds after its last write, a planner that is not behind asks for no fates (an
+    idle node reads nothing); its rounds close as rounds without loss."""
+    pace = Pace(timedelta(seconds=1), batch=200)
+    pace.allowance(T0)
+    pace.planned(10, held_back=False)
+    assert pace.round_start(T0 + _s(1)) == T0  # wrote in this round
+    pace.allowance(T0 + _s(1), Fates(ran=10, missed=0))
+    assert pace.round_start(T0 + _s(2)) == T0 + _s(1)  # wrote in the round before
+    pace.allowance(T0 + _s(2), Fates(ran=10, missed=0))
+    for i in range(3, 3 + QUIET):
+        assert pace.round_start(T0 + _s(i)) is None
+        assert pace.allowance(T0 + _s(i), None) is None
+    assert pace.settled
+    pace.planned(10, held_back=False)
+    assert pace.round_start(T0 + _s(3 + QUIET)) == T0 + _s(2 + QUIET)  # one poll, not more
 
 
 def test_pacing_refuses_a_bad_poll_or_batch() -> None:
