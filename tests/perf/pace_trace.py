@@ -105,12 +105,14 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--tasks", type=int, default=3000)
     parser.add_argument("--duration", type=float, default=30.0)
+    parser.add_argument("--logs", type=Path, help="keep the nodes' logs in this folder")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pace-trace-") as scratch:
         folder = Path(scratch)
         databases = Databases(args.db, folder)
         try:
-            trace(databases.fresh(), args.nodes, args.tasks, args.duration, folder / "nodes")
+            nodes = args.logs or folder / "nodes"
+            trace(databases.fresh(), args.nodes, args.tasks, args.duration, nodes)
         finally:
             databases.close()
 

@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
-from easyjob.core.records import Candidate
+from easyjob.core.records import Advance, Candidate
 from easyjob.core.states import RunStatus
 from easyjob.store import Store
 from easyjob.store.contract import BLOCKED
 from easyjob.store.database import at_versions
 from easyjob.store.schema import task_detail_table as d
+from easyjob.store.schema import task_table as t
 from tests.conftest import FAST_RETRY
 from tests.store.conftest import (
+    every_second,
     exclusive_start_by_b,
     make_pending,
     race_in_processes,
     start_beside_a_held_start,
+    waiting_on_a_lock,
 )
 
 
@@ -309,3 +313,57 @@ def test_a_serial_start_waits_for_one_in_flight_and_sees_it(
     assert a_result[a_run.id] is not BLOCKED
     assert b_result == ({second.id: BLOCKED} if how == "start" else [])
     assert _row(store, second.id)["status"] == ("CLAIMED" if how == "start" else "PENDING")
+
+
+def test_an_advance_locks_its_task_rows_in_id_order_as_a_serial_start_does(
+    store: Store, db_url: str
+) -> None:
+    """A planner's advance and a serial start both lock task rows. The start locks them in
+    id order (busy_ids); on PostgreSQL the advance's UPDATE locked them in the order it
+    found them, and the two deadlocked (7 times in 30 s of 4 saturated nodes, each a
+    second's wait for the detector that held up every node's starts). Here another node
+    holds the lower task row; an advance of both, listed higher first, waits for it
+    without holding the higher one meanwhile: a start of that one would not deadlock."""
+    if store.db.dialect == "sqlite":
+        pytest.skip("sqlite: one writer at a time, no row locks")
+    low, high = store.tasks.upsert([every_second("job-low"), every_second("job-high")])
+    assert low.id < high.id and low.next_start_time and high.next_start_time
+    # the lower row written again: its new version now lies after the higher one in the
+    # table, where a scan finds it second
+    first = Advance(low.id, low.version, low.next_start_time, ())
+    assert store.tasks.advance("node-a", [first]) == [low.id]
+    low = store.tasks.get("job-low")
+    advances = [
+        Advance(task.id, task.version, task.next_start_time + timedelta(seconds=1), ())
+        for task in (high, low)
+        if task.next_start_time is not None
+    ]
+    other = Store.open(db_url, retry=FAST_RETRY)
+    holder = other.db.engine.connect()
+    try:
+        holder.begin()
+        holder.execute(sa.select(t.c.id).where(t.c.id == low.id).with_for_update()).all()
+        advanced: list[list[int]] = []
+        planner = threading.Thread(
+            target=lambda: advanced.append(store.tasks.advance("node-b", advances)), daemon=True
+        )
+        planner.start()
+        deadline = time.monotonic() + 30
+        while not waiting_on_a_lock(store) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert planner.is_alive()  # waiting for the lower row
+
+        with other.db.engine.connect() as probe:  # the higher row is not held by the advance
+            lock = sa.select(t.c.id).where(t.c.id == high.id).with_for_update(nowait=True)
+            try:
+                free = list(probe.scalars(lock)) == [high.id]
+            except sa.exc.DBAPIError:  # locked: the advance holds it while it waits
+                free = False
+            probe.rollback()
+        holder.commit()
+        assert free, "the advance locked the higher task row first, then waited"
+        planner.join(30)
+        assert sorted(advanced[0]) == [low.id, high.id]
+    finally:
+        holder.close()
+        other.close()
