@@ -4,6 +4,7 @@ PostgreSQL behind PgBouncer in transaction pooling mode (``pgbouncer``)."""
 from __future__ import annotations
 
 import multiprocessing
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -115,7 +116,8 @@ def start_beside_a_held_start(
     written, go = threading.Event(), threading.Event()
 
     def hold_after_the_start(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
-        if statement.lstrip().startswith(f"UPDATE {RUNS_TABLE}") and not written.is_set():
+        # the UPDATE, maybe after PostgreSQL's WITH of the rows it locks (see Dialect.winners)
+        if re.search(rf"\bUPDATE {RUNS_TABLE}\b", statement) and not written.is_set():
             written.set()  # A's run is RUNNING in its transaction; hold it open
             go.wait(30)
 

@@ -7,6 +7,7 @@ of now for the whole test, however long a statement takes."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -71,7 +72,7 @@ def task_writes(store: Store) -> Iterator[list[str]]:
     seen: list[str] = []
 
     def watch(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("UPDATE EASY_JOB_TASK "):
+        if re.search(r"\bUPDATE easy_job_task\b", statement):  # maybe after a WITH (PostgreSQL)
             seen.append(statement)
 
     sa.event.listen(store.db.engine, "before_cursor_execute", watch)

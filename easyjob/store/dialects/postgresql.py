@@ -200,8 +200,11 @@ class PostgreSQLDialect(Dialect):
         saturated nodes, each a second's wait for the detector (``deadlock_timeout``) that
         held up every node's starts behind it."""
         where = stmt.whereclause if stmt.whereclause is not None else sa.true()
-        locked = sa.select(table.c.id).where(where).order_by(table.c.id).with_for_update()
-        ordered = stmt.where(table.c.id.in_(locked.scalar_subquery()))
+        locking = sa.select(table.c.id).where(where).order_by(table.c.id).with_for_update()
+        # MATERIALIZED: the lock is taken once, before the UPDATE joins it (as a subquery the
+        # planner re-ran it for each row the UPDATE found)
+        locked = locking.cte("locked").prefix_with("MATERIALIZED")
+        ordered = stmt.where(table.c.id == locked.c.id)
         return [row[0] for row in conn.execute(ordered.returning(table.c.id))]
 
     def insert_ignore(self, table: sa.Table, conflict: list[str] | None = None) -> sa.Insert:
