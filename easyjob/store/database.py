@@ -346,7 +346,8 @@ class Database:
     ) -> list[int]:
         """Run a batch version-checked UPDATE of rows ``id -> version read`` and return the ids
         it changed (see :meth:`Dialect.winners <easyjob.store.dialects.base.Dialect.winners>`:
-        ``RETURNING`` where the database has it, locked rows read back where it has not)."""
+        ``RETURNING`` where the database has it, locked rows read back where it has not; on
+        the servers the rows are locked in id order first)."""
         return self.backend.winners(conn, stmt, table, expected)
 
     def lock_rows(self, conn: sa.Connection, table: sa.Table, ids: Collection[int]) -> None:

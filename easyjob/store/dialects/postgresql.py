@@ -193,8 +193,9 @@ class PostgreSQLDialect(Dialect):
         self, conn: sa.Connection, stmt: sa.Update, table: sa.Table, expected: Mapping[int, int]
     ) -> list[int]:
         """``UPDATE ... RETURNING id`` whose rows are locked first in id order, in the same
-        statement (``id IN (SELECT id ... ORDER BY id FOR UPDATE)``), as every other locker
-        of these rows does (:meth:`lock_rows`; MariaDB's :meth:`winners`). An UPDATE alone
+        statement (``WITH locked AS MATERIALIZED (SELECT id ... ORDER BY id FOR UPDATE)
+        UPDATE ... FROM locked``), as every other locker of these rows does
+        (:meth:`lock_rows`; MariaDB's :meth:`winners`). An UPDATE alone
         locks its rows in the order it finds them: a planner's advance of task rows and a
         serial start's lock of them (``busy_ids``) deadlocked 7 times in 30 s of 4
         saturated nodes, each a second's wait for the detector (``deadlock_timeout``) that
