@@ -14,7 +14,14 @@ from easyjob.clock import Clock, SystemClock
 from easyjob.store.expressions import PRIMARY_KEY_HINT, in_list
 from easyjob.store.gate import WriteGate
 
-__all__ = ["AUTOCOMMITS", "NO_COMMIT", "Dialect", "EngineOptions", "array_param"]
+__all__ = [
+    "AUTOCOMMITS",
+    "NO_COMMIT",
+    "Dialect",
+    "EngineOptions",
+    "array_param",
+    "rows_to_lock",
+]
 
 #: Why a connection lent to easyjob cannot hold its writes: see :meth:`Dialect.unusable`.
 AUTOCOMMITS = "it commits each statement by itself (autocommit)"
@@ -227,6 +234,14 @@ class Dialect:
         """Hold, inside *conn*'s transaction, the lock schema creators take turns through.
         Default: nothing beyond the transaction's own write lock."""
         yield
+
+
+def rows_to_lock(stmt: sa.Update, table: sa.Table) -> sa.Select[int]:
+    """The ids of the rows of *table* the UPDATE *stmt* would change (its WHERE), in id order,
+    locked (``FOR UPDATE``): how a dialect's :meth:`Dialect.winners` locks a batch's rows in
+    the order every other locker of them does (see :meth:`Dialect.lock_rows`)."""
+    where = stmt.whereclause if stmt.whereclause is not None else sa.true()
+    return sa.select(table.c.id).where(where).order_by(table.c.id).with_for_update()
 
 
 def array_param(column: str) -> str:

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from easyjob.errors import DatabaseUnavailableError
-from easyjob.store.dialects.base import AUTOCOMMITS, Dialect, EngineOptions
+from easyjob.store.dialects.base import AUTOCOMMITS, Dialect, EngineOptions, rows_to_lock
 from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions, in_list
 
 __all__ = ["MySQLDialect"]
@@ -167,10 +167,8 @@ class MySQLDialect(Dialect):
         its version read + 1 afterwards was moved by this statement and no other. (PyMySQL
         reports matched rows, not changed ones, as the rowcount: it only says whether every
         locked row was changed.)"""
-        where = stmt.whereclause if stmt.whereclause is not None else sa.true()
-        locked = sa.select(table.c.id).where(where).order_by(table.c.id)
-        locked = locked.with_hint(table, PRIMARY_KEY_HINT, "mysql")
-        ids = list(conn.scalars(locked.with_for_update()))
+        locked = rows_to_lock(stmt, table).with_hint(table, PRIMARY_KEY_HINT, "mysql")
+        ids = list(conn.scalars(locked))
         if not ids:
             return []
         # the locked ids as long a list as the batch's (the last repeated): the UPDATE's

@@ -17,6 +17,7 @@ from easyjob.store.dialects.base import (
     Dialect,
     EngineOptions,
     array_param,
+    rows_to_lock,
 )
 
 __all__ = ["PREPARE_THRESHOLD", "PostgreSQLDialect", "begin_sql", "prepare_threshold"]
@@ -200,11 +201,9 @@ class PostgreSQLDialect(Dialect):
         serial start's lock of them (``busy_ids``) deadlocked 7 times in 30 s of 4
         saturated nodes, each a second's wait for the detector (``deadlock_timeout``) that
         held up every node's starts behind it."""
-        where = stmt.whereclause if stmt.whereclause is not None else sa.true()
-        locking = sa.select(table.c.id).where(where).order_by(table.c.id).with_for_update()
         # MATERIALIZED: the lock is taken once, before the UPDATE joins it (as a subquery the
         # planner re-ran it for each row the UPDATE found)
-        locked = locking.cte("locked").prefix_with("MATERIALIZED")
+        locked = rows_to_lock(stmt, table).cte("locked").prefix_with("MATERIALIZED")
         ordered = stmt.where(table.c.id == locked.c.id)
         return [row[0] for row in conn.execute(ordered.returning(table.c.id))]
 
