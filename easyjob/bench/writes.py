@@ -20,6 +20,7 @@ _ADVANCES = ("advance_tasks", "advance_task")
 #: (write, table, status inserted) -> kind; ``*`` matches any status
 _KIND_OF: dict[tuple[str, str, str], str] = {
     **{(w, RUNS_TABLE, "PENDING"): "fire insert" for w in _ADVANCES},
+    **{(w, RUNS_TABLE, "RUNNING"): "fire insert started" for w in _ADVANCES},
     **{(w, RUNS_TABLE, "MISSED"): "gap summary insert" for w in _ADVANCES},
     **{(w, TASKS_TABLE, "*"): "task-row advance" for w in _ADVANCES},
     ("claim_runs", RUNS_TABLE, "*"): "claim",
@@ -37,6 +38,7 @@ _KIND_OF: dict[tuple[str, str, str], str] = {
 #: every kind, in the order of a run's life
 KINDS = (
     "fire insert",
+    "fire insert started",
     "gap summary insert",
     "task-row advance",
     "claim",

@@ -1,11 +1,13 @@
 """Whether and where a run may start: the one admission rule (pure).
 
 Every component that lets a run start, or decides that it never will, asks this module:
-the planner when it writes fires (:func:`fire_verdict`), the loader before it claims
-(:func:`admit`), the dispatcher before it starts a run it holds (:func:`admit`) and when
-the database says the run's task is busy (:func:`on_busy`), the strategies through the
-nodes that may run a task (:func:`declares`), and the planner's split of the tasks
-between nodes (:func:`planner_owner`). No policy is computed anywhere else.
+the planner when it writes fires (:func:`fire_verdict`) and, when it is behind, which of
+them it writes already started on its own node (:func:`starts_when_written`), the loader
+before it claims (:func:`admit`), the dispatcher before it starts a run it holds
+(:func:`admit`) and when the database says the run's task is busy (:func:`on_busy`), the
+strategies through the nodes that may run a task (:func:`declares`), and the planner's
+split of the tasks between nodes (:func:`planner_owner`). No policy is computed anywhere
+else.
 
 The rules, given database time *now*:
 
@@ -82,9 +84,9 @@ from functools import cached_property, lru_cache
 from typing import TypeVar
 from zoneinfo import ZoneInfo
 
-from easyjob.core.records import ORIGIN_RUNTIME, Candidate, Run
+from easyjob.core.records import ORIGIN_RUNTIME, Advance, Candidate, Run, TaskRow
 from easyjob.core.schedule import Schedule, build_schedule
-from easyjob.core.states import Misfire, Overlap, Trigger
+from easyjob.core.states import Misfire, Overlap, RunStatus, Trigger
 
 __all__ = [
     "AGING_STEP",
@@ -117,6 +119,7 @@ __all__ = [
     "schedule_of",
     "start_deadline",
     "start_order",
+    "starts_when_written",
     "superseded_reason",
 ]
 
@@ -442,6 +445,33 @@ def admit(
     if run.due_time > now + lead:
         return Decision(Verdict.WAIT, until=run.due_time - lead)
     return START
+
+
+def starts_when_written(
+    advance: Advance, task: TaskRow, by: datetime, *, first_come: bool, held_here: bool
+) -> bool:
+    """Whether a behind planner (see :mod:`easyjob.core.pacing`) may write the fire of
+    *advance* (of *task*) already started by its own node: one row written where an
+    insert, then a claim and start, make two. So it may when the advance writes one fire
+    to run, as one row (not a sharded or broadcast task's, nor a ``catch_up`` task's
+    several), due by database time *by* (the behind planner's horizon: now plus half a
+    poll; the worker waits for a fire due later than now); the strategy
+    lets the first node with a free worker take a run (*first_come*: ``default``); and no
+    run of its task is *held_here* (waiting or running on this node) if the task is limited
+    (``serial``, ``skip``, ``max_running``: the loader leaves such a fire PENDING too).
+
+    The caller reserves a free worker of its node for the fire, and the write checks a
+    limited task's limit (:func:`held_back`, ``TaskStore.advance_and_start``): a task at
+    its limit gets its fire PENDING, to be claimed once a run has ended."""
+    to_run = [fire for fire in advance.fires if fire.status == RunStatus.PENDING]
+    return (
+        first_come
+        and len(to_run) == 1
+        and to_run[0].due_time <= by
+        and advance.shards == 1
+        and not advance.broadcast
+        and not (held_here and exclusive(task.overlap, task.max_running))
+    )
 
 
 @dataclass(frozen=True)

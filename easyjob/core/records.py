@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from easyjob.core.states import Misfire, NodeStatus, Overlap, RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, shown
@@ -21,6 +21,7 @@ __all__ = [
     "ORIGIN_RUNTIME",
     "PRIORITY_RANGE",
     "Advance",
+    "Advanced",
     "Candidate",
     "HeldRun",
     "HistoryRow",
@@ -492,6 +493,14 @@ class Advance:
     fires: tuple[PlannedFire, ...]
     shards: int = 1
     broadcast: bool = False
+
+
+class Advanced(NamedTuple):
+    """What ``TaskStore.advance_and_start`` wrote: the ids of the tasks advanced, and the
+    runs written already started by the node (RUNNING, for it to run)."""
+
+    won: list[int]
+    started: list[Run]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -52,6 +52,7 @@ __all__ = [
     "Share",
     "Strategy",
     "WeightStrategy",
+    "first_come",
     "has_room_to_spare",
     "is_home",
     "late_for_turn",
@@ -171,6 +172,10 @@ class DefaultStrategy:
 
     #: it takes other nodes' late runs (when the loader has room to spare: ``steal_by``)
     steals: ClassVar[bool] = True
+    #: first come: a run is its home node's only while that node may take it, so a behind
+    #: planner may write its fires started on its own node when a worker there is free
+    #: (see :func:`easyjob.core.admission.starts_when_written`)
+    first_come: ClassVar[bool] = True
 
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
         if view.now is None:  # a view without a clock: any node may take any run
@@ -386,6 +391,14 @@ def read_scope(strategy: Strategy, view: ClusterView, grace: timedelta) -> ReadS
     if view.steal_by is None or not steals(strategy):
         return ReadScope(share, overdue_by)
     return ReadScope(share, max(overdue_by, view.steal_by))
+
+
+def first_come(strategy: Strategy) -> bool:
+    """Whether *strategy* lets the first node with a free worker take a run (its class
+    attribute ``first_come``; ``default`` does): only then may a behind planner write a
+    fire started on its own node. ``id_hash``, ``weight`` and ``least_count`` choose the
+    node of each run themselves."""
+    return bool(getattr(strategy, "first_come", False))
 
 
 def steals(strategy: Strategy) -> bool:

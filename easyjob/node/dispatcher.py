@@ -160,6 +160,27 @@ class Dispatcher:
         with self._lock:
             return 0 if self._closed else self._table.startable(by)
 
+    def reserve(self, most: int, by: datetime) -> int:
+        """Keep up to *most* of the workers free for runs due by database time *by* (see
+        :meth:`startable`) for runs the caller is about to write started (the loader's
+        claim and start, a behind planner's fires written started), and return how many:
+        no other thread counts them free until :meth:`submit` with ``reserved`` or
+        :meth:`unreserve` gives them back. So the loader and the planner never both start
+        a run on the same free worker."""
+        with self._lock:
+            if self._closed or most <= 0:
+                return 0
+            taken = min(most, self._table.startable(by))
+            self._table.reserved += taken
+            return taken
+
+    def unreserve(self, count: int) -> None:
+        """Give back *count* workers reserved (:meth:`reserve`) and not used."""
+        if count:
+            with self._lock:
+                self._table.reserved -= count
+                self._poke()
+
     def tasks_held(self) -> set[int]:
         """Tasks with a run here (waiting or running)."""
         with self._lock:
@@ -225,12 +246,14 @@ class Dispatcher:
         active.cancel.set()
         return active.run
 
-    def submit(self, runs: list[Run]) -> None:
+    def submit(self, runs: list[Run], reserved: int = 0) -> None:
         """Hold *runs* (just claimed) until their time; those claimed RUNNING (claimed and
-        started in one write) take a worker slot now and are called at their due time."""
+        started in one write) take a worker slot now and are called at their due time.
+        *reserved* workers (:meth:`reserve`) are given back first: the runs take them."""
         begun = [r for r in runs if r.status == RunStatus.RUNNING]
         held = [r for r in runs if r.status != RunStatus.RUNNING]
         with self._lock:
+            self._table.reserved -= reserved
             closed = self._closed
             if not closed:
                 self.claimed += len(runs)

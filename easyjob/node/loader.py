@@ -273,7 +273,6 @@ class Loader(Loop):
         self.offered += tried
         self.lost += tried - len(won)
         self._metrics.claims(len(won), tried - len(won))
-        self._dispatcher.submit(won)
         # more at once: a full batch won, or some won from a full read (a backlog: the runs
         # lost to other nodes are theirs, the next read finds others)
         return len(won) == room or (bool(won) and len(pending) == limit)
@@ -303,7 +302,8 @@ class Loader(Loop):
     def _claim_chosen(
         self, chosen: list[Candidate], mine: list[Candidate], now: datetime
     ) -> tuple[list[Run], int]:
-        """Claim *chosen*; returns the runs won and how many were tried.
+        """Claim *chosen* and hand the runs won to the dispatcher; returns them and how many
+        were tried.
 
         A run that can start as soon as it is due (see :func:`_direct`) is claimed and
         started in one write (:meth:`RunStore.claim_started`) within :data:`CLAIM_LEAD` of its
@@ -327,7 +327,8 @@ class Loader(Loop):
             if c.due_time <= soon
             and (not exclusive(c.overlap, c.max_running) or c.task_id not in held)
         ]
-        startable = self._dispatcher.startable(soon)
+        # the workers to start them on, kept from a behind planner's fires written started
+        startable = self._dispatcher.reserve(len(due), soon)
         self._left = self._frees = 0
         if len(due) > startable:  # more due than workers free: the admission rule's order
             due = start_order(due, now)
@@ -338,13 +339,16 @@ class Loader(Loop):
         if later:
             self._direct_at = min(c.due_time for c in later) - CLAIM_LEAD
         won: list[Run] = []
-        if at_once:
-            serial = [c.id for c in at_once if exclusive(c.overlap, c.max_running)]
-            won = self._writer.claim_started(at_once, exclusive=serial)
-        ids = {c.id for c in due} | {c.id for c in later}
-        rest = [c for c in chosen if c.id not in ids]
-        if rest:
-            won += self._writer.claim(rest)
+        try:
+            if at_once:
+                serial = [c.id for c in at_once if exclusive(c.overlap, c.max_running)]
+                won = self._writer.claim_started(at_once, exclusive=serial)
+            ids = {c.id for c in due} | {c.id for c in later}
+            rest = [c for c in chosen if c.id not in ids]
+            if rest:
+                won += self._writer.claim(rest)
+        finally:  # the runs won take the workers reserved; the rest are free again
+            self._dispatcher.submit(won, reserved=startable)
         return won, len(at_once) + len(rest)
 
     def _miss(self, candidates: list[Candidate], now: datetime) -> int:

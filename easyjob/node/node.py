@@ -271,6 +271,8 @@ class Node:
             metrics=self.metrics,
             on_planned=self.loader.wake,
             succeeded=lambda: self.dispatcher.writer.succeeded,
+            dispatcher=self.dispatcher,
+            strategy=self.strategy,
         )
         self.recovery = Recoverer(
             self.store,

@@ -19,7 +19,13 @@ poll: :meth:`~easyjob.store.contract.RunStore.fates`), the planner is *behind*
 (:mod:`easyjob.core.pacing`): it advances at most its paced number of due tasks per poll,
 the most overdue first, each by one fire (:func:`easyjob.core.planner.plan_behind`: no fire
 written ahead, the fires passed over recorded on that fire's row), so the fires written
-follow the runs the cluster starts instead of being inserted and then marked MISSED.
+follow the runs the cluster starts instead of being inserted and then marked MISSED. The
+fires it has free workers for (reserved from its dispatcher, so that its loader does not
+count them too) it writes already started by its own node, when the admission rule lets it
+(:func:`easyjob.core.admission.starts_when_written`: the ``default`` strategy, one fire to
+run, due within half a poll, its task not limited with a run here): one row written per run
+(the insert) where an insert, then the loader's claim and start, make two. A task due by now
+is planned without the margin then (its latest due fire runs now, not its successor).
 
 Planning runs on its own thread beside the loader's claims: each is a round trip to the
 database at a time, so a node that did both in turn could do neither at the pace of a
@@ -33,14 +39,22 @@ import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
-from easyjob.core.admission import Catalog, declares, planner_owner
+from easyjob.core.admission import (
+    Catalog,
+    declares,
+    planner_owner,
+    run_limit,
+    starts_when_written,
+)
 from easyjob.core.config import NodeConfig
 from easyjob.core.pacing import Pace
 from easyjob.core.planner import plan_advance, plan_behind
-from easyjob.core.records import Advance, TaskRow
+from easyjob.core.records import Advance, Run, TaskRow
 from easyjob.core.schedule import Schedule
 from easyjob.core.states import RunStatus
+from easyjob.core.strategies import Strategy, first_come
 from easyjob.node.calendars import Calendars
+from easyjob.node.dispatcher import Dispatcher
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
@@ -70,6 +84,8 @@ class Planner(Loop):
         metrics: Metrics = NO_METRICS,
         on_planned: Callable[[], None] | None = None,
         succeeded: Callable[[], int] = lambda: 0,
+        dispatcher: Dispatcher | None = None,
+        strategy: Strategy | None = None,
     ) -> None:
         super().__init__(config.poll, log)
         self._store = store
@@ -87,6 +103,11 @@ class Planner(Loop):
         self.fires_written = 0
         self._schedules: dict[tuple[object, ...], Schedule | None] = {}
         self._succeeded = succeeded  # how many runs the node has run so far
+        #: where a behind planner's fires written started go (see _starts): the node's
+        #: dispatcher, when its strategy lets the first node with a free worker take a run
+        self._dispatcher = dispatcher if strategy is not None and first_come(strategy) else None
+        #: runs this planner wrote started on its node (see _started)
+        self.started = 0
         self.pace = Pace(timedelta(seconds=config.poll), config.batch)
         #: Database time when the node started: the pace counts the misses of runs due
         #: since (a fire an outage left PENDING says nothing of what the cluster runs now:
@@ -148,24 +169,68 @@ class Planner(Loop):
         if me in live and not uniform:  # nodes declare different tasks: ask per task
             due = [t for t in due if self._owns(t) or _before(t.next_start_time, overdue_before)]
         self._calendars.refresh(due)
+        # workers kept free for the fires this node writes started (see _started)
+        seats = self._reserve(len(due), now) if paced else 0
+        held = self._dispatcher.tasks_held() if seats and self._dispatcher else set()
         advances: list[Advance] = []
-        backlog = False
-        for task in due:
-            advance, more = self._plan(task, now, horizon, paced=paced)
-            if advance is not None:
-                advances.append(advance)
-                backlog = backlog or more
+        start: dict[int, int | None] = {}
         won: list[int] = []
-        if advances:
-            self._wrote = True
-            won = self._store.tasks.advance(
-                self._config.node_id, advances, on_error=self._unplannable.failed_write
-            )
-            self._report_planned_misses(due, advances, won)
+        started: list[Run] = []
+        backlog = False
+        try:
+            for task in due:
+                advance = self._started(task, now, held) if seats > len(start) else None
+                if advance is not None:
+                    start[task.id] = run_limit(task.overlap, task.max_running)
+                else:
+                    advance, more = self._plan(task, now, horizon, paced=paced)
+                    backlog = backlog or more
+                if advance is not None:
+                    advances.append(advance)
+            if advances:
+                self._wrote = True
+                done = self._store.tasks.advance_and_start(
+                    me, advances, start, on_error=self._unplannable.failed_write
+                )
+                won, started = done.won, done.started
+                self._report_planned_misses(due, advances, won)
+        finally:  # the runs started take the workers reserved; the rest are free again
+            if seats:
+                assert self._dispatcher is not None
+                self._dispatcher.submit(started, reserved=seats)
+        if started:
+            self.started += len(started)
+            self._metrics.claims(len(started), 0)
         full = len(due) == limit
         self.fires_written += _pending_fires(advances, won)
         self.pace.planned(len(won), held_back=paced and full)
         return backlog or full
+
+    def _reserve(self, due: int, now: datetime) -> int:
+        """Reserve up to *due* free workers of this node for fires written started (see
+        :meth:`_started`); returns how many (none without a first-come strategy)."""
+        if self._dispatcher is None:
+            return 0
+        return self._dispatcher.reserve(due, now + self._margin)
+
+    def _started(self, task: TaskRow, now: datetime, held: set[int]) -> Advance | None:
+        """The advance of due *task* whose fire this node writes started, on a worker
+        reserved for it, when the admission rule lets it
+        (:func:`~easyjob.core.admission.starts_when_written`; *held*: the tasks with a run
+        on this node); else None. A task due by now is planned without the behind
+        planner's margin: its latest due fire starts now, rather than its successor (the
+        margin is for a fire that would wait behind the cluster's backlog). One due within
+        the margin is written started at its due time, its worker kept for it until then."""
+        if task.next_start_time is None:
+            return None
+        margin = timedelta(0) if task.next_start_time <= now else self._margin
+        advance, _ = self._plan(task, now, now + margin, paced=True, margin=margin)
+        by = now + self._margin
+        if advance is None or not starts_when_written(
+            advance, task, by, first_come=True, held_here=task.id in held
+        ):
+            return None
+        return advance
 
     def _owns(self, task: TaskRow) -> bool:
         """Whether this node plans *task*: :func:`~easyjob.core.admission.planner_owner` over
@@ -174,7 +239,13 @@ class Planner(Loop):
         return planner_owner(task.id, declaring) == self._config.node_id
 
     def _plan(
-        self, task: TaskRow, now: datetime, horizon: datetime, *, paced: bool = False
+        self,
+        task: TaskRow,
+        now: datetime,
+        horizon: datetime,
+        *,
+        paced: bool = False,
+        margin: timedelta | None = None,
     ) -> tuple[Advance | None, bool]:
         """The advance of one due task, or None when it cannot be planned (its row names a
         task this node's code does not declare, or holds a bad cron or zone): the task is
@@ -190,9 +261,8 @@ class Planner(Loop):
                 )
                 return None, False
             if paced:
-                return plan_behind(
-                    task, schedule, now, self._margin, excluded=self._calendars.days(task)
-                )
+                margin = self._margin if margin is None else margin
+                return plan_behind(task, schedule, now, margin, excluded=self._calendars.days(task))
             until = now + self._config.plan_until
             return plan_advance(
                 task,

@@ -59,6 +59,9 @@ class Timetable:
         self._since: dict[int, float] = {}  # running run -> when it started (monotonic)
         self._stuck: set[int] = set()
         self.mean_run_s = 0.0
+        #: workers kept free for runs a thread is about to write started (see
+        #: Dispatcher.reserve): not free for anything else meanwhile
+        self.reserved = 0
 
     # -- what is held -------------------------------------------------------------------
 
@@ -79,7 +82,7 @@ class Timetable:
         return len(self._stuck)
 
     def free_workers(self) -> int:
-        return max(0, self.workers - len(self._running))
+        return max(0, self.workers - len(self._running) - self.reserved)
 
     def busy_since(self) -> float | None:
         """While no worker is free: since when every worker has been busy (the latest

@@ -57,6 +57,7 @@ from easyjob.core.calendars import CalendarDay
 from easyjob.core.pacing import Fates
 from easyjob.core.records import (
     Advance,
+    Advanced,
     Candidate,
     HeldRun,
     HistoryRow,
@@ -186,6 +187,21 @@ class TaskStore(Protocol):
         advanced. A task whose version moved meanwhile is left alone (fenced). Idempotent per
         fire: a fire that already has a row is skipped. Isolated per task: a task that fails
         for a reason that is not transient is reported to *on_error* and the others advance."""
+        ...
+
+    def advance_and_start(
+        self,
+        node_id: str,
+        advances: Sequence[Advance],
+        start: Mapping[int, int | None] | None = None,
+        *,
+        on_error: Callable[[int, str], None] | None = None,
+    ) -> Advanced:
+        """:meth:`advance`, writing the PENDING fire of each task of *start* (task id -> its
+        run limit, :func:`~easyjob.core.admission.run_limit`; None: none) already RUNNING
+        for *node_id* (claimed now, started now or at its due time), unless its task is at
+        its limit: then PENDING. Returns the tasks advanced and the runs started so, which
+        *node_id* must run (a lost COMMIT reply leaves them to its recovery sweep)."""
         ...
 
     def trigger(

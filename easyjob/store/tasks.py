@@ -11,7 +11,15 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from easyjob.core.records import ORIGIN_CODE, Advance, PlannedFire, TaskRow, TaskSpec
+from easyjob.core.records import (
+    ORIGIN_CODE,
+    Advance,
+    Advanced,
+    PlannedFire,
+    Run,
+    TaskRow,
+    TaskSpec,
+)
 from easyjob.core.schedule import build_schedule
 from easyjob.core.states import Misfire, NodeStatus, RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
@@ -23,6 +31,8 @@ from easyjob.store.expressions import not_in_list, unindexed
 from easyjob.store.parents import parents_of, write_parents
 from easyjob.store.retry import first_line, is_transient
 from easyjob.store.runs import skip_unstarted
+from easyjob.store.runs.reads import read_started
+from easyjob.store.runs.started import start_rows
 from easyjob.store.schema import UTCDateTime, node_table, task_detail_table, task_table
 from easyjob.store.successes import counted_tasks
 from easyjob.store.triggers import TriggerRequest, TriggerTarget
@@ -378,31 +388,52 @@ class TaskStore:
         Isolated per task: when the batch fails for a reason that is not transient, each
         task is written alone, and a task that still fails is left as it is and reported to
         *on_error* ``(task_id, message)`` (else logged): the others advance."""
+        return self.advance_and_start(node_id, advances, on_error=on_error).won
+
+    def advance_and_start(
+        self,
+        node_id: str,
+        advances: Sequence[Advance],
+        start: Mapping[int, int | None] | None = None,
+        *,
+        on_error: Callable[[int, str], None] | None = None,
+    ) -> Advanced:
+        """:meth:`advance`, writing the PENDING fire of each task of *start* (task id -> its
+        run limit, :func:`~easyjob.core.admission.run_limit`) already RUNNING for *node_id*
+        unless its task is at its limit (:func:`easyjob.store.runs.started.start_rows`).
+        Returns the tasks advanced and the runs so started, which *node_id* must run (if
+        the COMMIT's reply is lost, they are not known here: its recovery sweep takes them
+        back as orphans)."""
         if not advances:
-            return []
+            return Advanced([], [])
+        limits = start or {}
         try:
             return self._db.write(
-                "advance_tasks", lambda conn: self._advance(conn, node_id, advances)
+                "advance_tasks", lambda conn: self._advance(conn, node_id, advances, limits)
             )
         except sa_exc.DBAPIError as err:
             if is_transient(err):  # outlasted the retries: the loader's next poll tries again
                 raise
             if len(advances) == 1:
                 self._report(advances[0].task_id, err, on_error)
-                return []
+                return Advanced([], [])
         won: list[int] = []
+        started: list[Run] = []
         for one in advances:
 
-            def write(conn: sa.Connection, one: Advance = one) -> list[int]:
-                return self._advance(conn, node_id, [one])
+            def write(conn: sa.Connection, one: Advance = one) -> Advanced:
+                return self._advance(conn, node_id, [one], limits)
 
             try:
-                won += self._db.write("advance_task", write)
+                done = self._db.write("advance_task", write)
             except sa_exc.DBAPIError as err:
                 if is_transient(err):
                     raise
                 self._report(one.task_id, err, on_error)
-        return won
+                continue
+            won += done.won
+            started += done.started
+        return Advanced(won, started)
 
     @staticmethod
     def _report(
@@ -414,7 +445,13 @@ class TaskStore:
         else:
             log.error("task id %d cannot be advanced: %s", task_id, message)
 
-    def _advance(self, conn: sa.Connection, node_id: str, advances: Sequence[Advance]) -> list[int]:
+    def _advance(
+        self,
+        conn: sa.Connection,
+        node_id: str,
+        advances: Sequence[Advance],
+        limits: Mapping[int, int | None],
+    ) -> Advanced:
         by_id = {a.task_id: a for a in advances}
         expected = {a.task_id: a.version for a in advances}
         # every value per task of the batch, so the statement has one list size (see
@@ -447,12 +484,21 @@ class TaskStore:
             for fire in by_id[task_id].fires
             for row in _fire_rows(task_id, fire, by_id[task_id].shards, targets.get(task_id), now)
         ]
-        plain = [row for row in rows if row["missed_from"] is None]
-        if plain:
-            self._db.backend.insert_rows(conn, self._insert_fires(), plain)
-        if carrying := [row for row in rows if row["missed_from"] is not None]:
-            self._db.backend.insert_rows(conn, self._insert_carrying(), carrying)
-        return won
+        begun = start_rows(conn, node_id, rows, limits, now) if limits else []
+        ids = {id(row) for row in begun}
+        # one INSERT per set of columns: fires to claim, fires started, each carrying a gap
+        # or not
+        for started in (False, True):
+            part = [row for row in rows if (id(row) in ids) == started]
+            plain = [row for row in part if row["missed_from"] is None]
+            if plain:
+                self._db.backend.insert_rows(conn, self._insert_fires(), plain)
+            if carrying := [row for row in part if row["missed_from"] is not None]:
+                self._db.backend.insert_rows(conn, self._insert_carrying(), carrying)
+        if not begun:
+            return Advanced(won, [])
+        fires = [(row["task_id"], row["fire_time"]) for row in begun]
+        return Advanced(won, read_started(conn, node_id, fires, now))
 
     def _insert_fires(self) -> sa.Insert:
         """An INSERT of run rows that skips a row whose cron fire already has one (see

@@ -197,6 +197,7 @@ def _hot_path(store: Store) -> tuple[datetime, dict[str, list[tuple[str, Any]]]]
     now = fill(store, tasks=2000, ahead=10, behind=15)
     _joins(store, 2000)
     horizon = now + timedelta(seconds=5)
+    second = timedelta(seconds=1)
     sent: dict[str, list[tuple[str, Any]]] = {}
     kinds = ("SELECT", "UPDATE", "DELETE", "WITH")
 
@@ -224,9 +225,16 @@ def _hot_path(store: Store) -> tuple[datetime, dict[str, list[tuple[str, Any]]]]
     fire = PlannedFire(horizon + timedelta(hours=2))
     advance = Advance(task.id, task.version, fire.fire_time + timedelta(seconds=1), (fire,))
     run("advance", lambda: store.tasks.advance("node-a", [advance]))
+    # a behind planner's fire written started, of a serial task (its limit read too)
+    other, begun = due[1], PlannedFire(horizon + timedelta(hours=3))
+    started_fire = Advance(other.id, other.version, begun.fire_time + second, (begun,))
+    done = run(
+        "advance and start",
+        lambda: store.tasks.advance_and_start("node-a", [started_fire], {other.id: 1}),
+    )
+    assert done.started, "no fire written started: the write's reads are not exercised"
     run("held_by_dead", lambda: store.runs.held_by_dead(timedelta(seconds=30), 100))
     run("held_counts", lambda: store.runs.held_counts())
-    second = timedelta(seconds=1)
     run("fates", lambda: store.runs.fates(now - second, now, now - 60 * second))
     assert len(running) > 8, "too few runs started to exercise finish_many"
 

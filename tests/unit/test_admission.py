@@ -32,10 +32,12 @@ from easyjob.core.admission import (
     schedule_of,
     start_deadline,
     start_order,
+    starts_when_written,
     superseded_reason,
 )
-from easyjob.core.records import Candidate, Run
+from easyjob.core.records import Advance, Candidate, PlannedFire, Run, TaskRow
 from easyjob.core.states import Misfire, Overlap, RunStatus, Trigger
+from tests.unit.test_planner import task as planner_task
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 EVERY_10S = schedule_of(("*/10 * * * * *", "UTC", None, None, None, None))
@@ -490,3 +492,76 @@ def test_outranked_pairs_waiting_runs_with_pending_runs_of_higher_priority(
 ) -> None:
     pairs = outranked(waiting, pending, T0 + now * S)
     assert [(r.id, c.id) for r, c in pairs] == swaps
+
+
+def _behind_task(overlap: Overlap, max_running: int | None = None) -> TaskRow:
+    return replace(planner_task(T0), overlap=overlap, max_running=max_running)
+
+
+def _advance(*fires: PlannedFire, shards: int = 1, broadcast: bool = False) -> Advance:
+    return Advance(7, 3, T0 + 10 * S, fires, shards, broadcast)
+
+
+ONE_DUE = _advance(PlannedFire(T0))
+GAP_THEN_FIRE = _advance(PlannedFire(T0 - 5 * S, RunStatus.MISSED), PlannedFire(T0))
+#: (what, advance, overlap, held here, first come, written started)
+WRITTEN_STARTED = [
+    ("one fire due now", ONE_DUE, Overlap.SERIAL, False, True, True),
+    (
+        "due within the claim lead",
+        _advance(PlannedFire(T0 + S / 50)),
+        Overlap.ALLOW,
+        False,
+        True,
+        True,
+    ),
+    ("due after the horizon", _advance(PlannedFire(T0 + S)), Overlap.ALLOW, False, True, False),
+    ("with its gap's summary row", GAP_THEN_FIRE, Overlap.ALLOW, False, True, True),
+    (
+        "two fires to run (catch_up)",
+        _advance(PlannedFire(T0 - S), PlannedFire(T0)),
+        Overlap.ALLOW,
+        False,
+        True,
+        False,
+    ),
+    (
+        "nothing to run",
+        _advance(PlannedFire(T0, RunStatus.MISSED)),
+        Overlap.ALLOW,
+        False,
+        True,
+        False,
+    ),
+    ("a sharded fire", _advance(PlannedFire(T0), shards=3), Overlap.ALLOW, False, True, False),
+    (
+        "a broadcast fire",
+        _advance(PlannedFire(T0), broadcast=True),
+        Overlap.ALLOW,
+        False,
+        True,
+        False,
+    ),
+    ("a serial task with a run here", ONE_DUE, Overlap.SERIAL, True, True, False),
+    ("an allow task with a run here", ONE_DUE, Overlap.ALLOW, True, True, True),
+    ("a strategy that picks each run's node", ONE_DUE, Overlap.ALLOW, False, False, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "advance", "overlap", "held_here", "first", "started"),
+    WRITTEN_STARTED,
+    ids=[w[0] for w in WRITTEN_STARTED],
+)
+def test_which_fires_a_behind_planner_writes_started(
+    what: str, advance: Advance, overlap: Overlap, held_here: bool, first: bool, started: bool
+) -> None:
+    by = T0 + S / 20  # the planner's horizon when behind
+    task = _behind_task(overlap)
+    assert starts_when_written(advance, task, by, first_come=first, held_here=held_here) == started
+
+
+def test_a_task_limited_by_max_running_counts_as_limited_for_a_fire_written_started() -> None:
+    task = _behind_task(Overlap.ALLOW, max_running=2)
+    assert not starts_when_written(ONE_DUE, task, T0, first_come=True, held_here=True)
+    assert starts_when_written(ONE_DUE, task, T0, first_come=True, held_here=False)

@@ -7,8 +7,9 @@ specified there.
 The statements live in one module per role: :mod:`~easyjob.store.runs.reads`,
 :mod:`~easyjob.store.runs.claims`, :mod:`~easyjob.store.runs.transitions` (with the fencing
 checks of :mod:`~easyjob.store.runs.fencing`), :mod:`~easyjob.store.runs.recovery`,
-:mod:`~easyjob.store.runs.misfire`, :mod:`~easyjob.store.runs.chains` (children of a fire) and
-:mod:`~easyjob.store.runs.attempts` (a retry's or a recovery's new row).
+:mod:`~easyjob.store.runs.misfire`, :mod:`~easyjob.store.runs.chains` (children of a fire),
+:mod:`~easyjob.store.runs.attempts` (a retry's or a recovery's new row) and
+:mod:`~easyjob.store.runs.started` (fires a behind planner writes already started).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from easyjob.store.runs.fencing import in_time, moved
 from easyjob.store.runs.reads import claimable_by, read_runs
 from easyjob.store.schema import task_detail_table, task_table
 
-__all__ = ["RunClaims", "busy_ids", "starts_at"]
+__all__ = ["RunClaims", "busy_ids", "running_slots", "starts_at"]
 
 d = task_detail_table
 t = task_table
@@ -192,14 +192,7 @@ def busy_ids(
         return set()
     tasks = sorted({r.task_id for r in asked})
     db.lock_rows(conn, t, tasks)
-    rows = conn.execute(
-        sa.select(d.c.id, d.c.task_id, d.c.fire_time, d.c.shards).where(
-            in_list(d.c.task_id, tasks), d.c.status == str(RunStatus.RUNNING)
-        )
-    ).all()
-    running: dict[int, list[Slot]] = {}
-    for run_id, task_id, fire_time, shards in rows:
-        running.setdefault(task_id, []).append((run_id, fire_time, shards))
+    running = running_slots(conn, tasks)
     of_task: dict[int, list[Run | Candidate]] = {}
     for r in asked:
         of_task.setdefault(r.task_id, []).append(r)
@@ -209,6 +202,20 @@ def busy_ids(
         slots = [(r.id, r.fire_time, r.shards) for r in mine]
         out |= held_back(limit, running.get(task_id, ()), slots)
     return out
+
+
+def running_slots(conn: sa.Connection, task_ids: Collection[int]) -> dict[int, list[Slot]]:
+    """The runs of *task_ids* RUNNING now, by task, as the limit counts them (read afresh:
+    the caller has locked the task rows)."""
+    rows = conn.execute(
+        sa.select(d.c.id, d.c.task_id, d.c.fire_time, d.c.shards).where(
+            in_list(d.c.task_id, task_ids), d.c.status == str(RunStatus.RUNNING)
+        )
+    ).all()
+    running: dict[int, list[Slot]] = {}
+    for run_id, task_id, fire_time, shards in rows:
+        running.setdefault(task_id, []).append((run_id, fire_time, shards))
+    return running
 
 
 def starts_at() -> sa.ColumnElement[datetime]:

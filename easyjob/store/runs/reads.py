@@ -19,7 +19,7 @@ from easyjob.store.database import Database
 from easyjob.store.expressions import in_list, not_in_list
 from easyjob.store.schema import task_detail_table, task_table
 
-__all__ = ["RunReads", "claimable_by", "read_runs"]
+__all__ = ["RunReads", "claimable_by", "read_runs", "read_started"]
 
 d = task_detail_table
 t = task_table
@@ -225,6 +225,28 @@ def read_runs(conn: sa.Connection, ids: Collection[int]) -> list[Run]:
         .order_by(d.c.due_time, d.c.id)
     )
     return [_run(row) for row in conn.execute(query)]
+
+
+def read_started(
+    conn: sa.Connection, node_id: str, fires: Collection[tuple[int, datetime]], at: datetime
+) -> list[Run]:
+    """The runs of *fires* (task id, fire time) that *node_id* inserted RUNNING in this
+    transaction, whose database time is *at* (see :mod:`easyjob.store.runs.started`): a
+    fire that already had a row (another node wrote it) is not among them. One probe of
+    the index on (task_id, status)."""
+    query = (
+        sa.select(*_RUN_COLUMNS)
+        .join_from(d, t, t.c.id == d.c.task_id)
+        .where(
+            in_list(d.c.task_id, sorted({task_id for task_id, _ in fires})),
+            d.c.status == str(RunStatus.RUNNING),
+            d.c.node_id == node_id,
+            d.c.create_time == at,
+        )
+        .order_by(d.c.due_time, d.c.id)
+    )
+    wanted = set(fires)
+    return [run for run in map(_run, conn.execute(query)) if (run.task_id, run.fire_time) in wanted]
 
 
 def _in_scope(share: Share, others_by: datetime | None) -> sa.ColumnElement[bool]:
