@@ -454,8 +454,8 @@ def starts_when_written(
     *advance* (of *task*) already started by its own node: one row written where an
     insert, then a claim and start, make two. So it may when the advance writes one fire
     to run, as one row (not a sharded or broadcast task's, nor a ``catch_up`` task's
-    several), due by database time *by* (the behind planner's horizon: now plus half a
-    poll; the worker waits for a fire due later than now); the strategy
+    several), due by database time *by* (now plus the loader's claim lead: a worker holds
+    only a running job, or one about to run); the strategy
     lets the first node with a free worker take a run (*first_come*: ``default``); and no
     run of its task is *held_here* (waiting or running on this node) if the task is limited
     (``serial``, ``skip``, ``max_running``: the loader leaves such a fire PENDING too).

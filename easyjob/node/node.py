@@ -241,7 +241,7 @@ class Node:
             self.liveness,
             registered,
             pool=self._pool,
-            on_free=lambda children, ended: self.loader.freed(children, ended),
+            on_free=self._freed,
             on_busy=lambda: self.cancels.busy(),
             metrics=self.metrics,
             runnable=self.registry.runnable(),
@@ -412,6 +412,12 @@ class Node:
             stopping=self._stop_requested.is_set,
             problems=lambda: self.health.problems() if self._threads_started else [],
         )
+
+    def _freed(self, children: bool, ended: int) -> None:
+        """The dispatcher's word that *ended* runs ended (*children*: one that has child
+        tasks succeeded): the loader and the planner may start runs on the workers freed."""
+        self.loader.freed(children, ended)
+        self.planner.freed(ended)
 
     def stop(self) -> None:
         """Graceful shutdown (idempotent and thread-safe: a call while another stops the

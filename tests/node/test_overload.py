@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from easyjob.bench.writes import rows_by_kind
@@ -143,8 +144,11 @@ def test_a_saturated_node_starts_each_run_in_one_write(
     # measured: 600 written started of 600 (300 and 300 claimed and started when only the
     # fires due within the claim lead were; every one claimed and started before)
     started = kinds.get("fire insert started", 0)
-    assert started >= ran // 2, kinds
+    assert started >= ran * 9 // 10, kinds
     assert started + kinds.get("claim-and-start", 0) >= ran, kinds
+    # a task it has no free worker for is left due, not inserted PENDING: measured 0
+    # (133 per 600 runs when it was inserted, then claimed and started or missed)
+    assert kinds.get("fire insert", 0) <= ran // 20, kinds
     assert kinds.get("claim", 0) + kinds.get("start", 0) <= ran // 20, kinds
     assert kinds.get("close unstarted", 0) <= ran // 20, kinds
     assert planner_started == started
@@ -166,6 +170,28 @@ def test_workers_reserved_by_one_thread_are_not_free_for_another(
     assert dispatcher.startable(now) == 3
     dispatcher.submit([], reserved=5)  # the write won nothing: all free again
     assert dispatcher.startable(now) == 8
+
+
+def test_a_planner_that_left_tasks_for_want_of_workers_plans_again_once_some_are_free(
+    rig: Callable[..., Rig], registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Saturated, its workers all busy, a behind planner leaves due tasks unwritten; it
+    plans again when workers come free (an eighth of them, or as many as it left), not a
+    poll later, and not at every single worker freed."""
+    node, pool = _saturated(rig, registry)
+    _run(node, pool, 15)
+    planner = node.node.planner
+    assert planner.pace.behind
+    pool.budget = 0  # no job returns: every worker stays busy
+    node.tick(1.0)
+    wakes: list[int] = []
+    monkeypatch.setattr(planner, "wake", lambda: wakes.append(1))
+    planner.freed(0)
+    assert wakes == []
+    planner.freed(1)  # one of 8 workers: an eighth
+    assert wakes == [1]
+    planner.freed(1)  # nothing left since its last poll: no wake
+    assert wakes == [1]
 
 
 def test_with_a_strategy_that_picks_each_run_s_node_no_fire_is_written_started(
