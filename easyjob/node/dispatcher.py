@@ -87,9 +87,10 @@ class _Active:
 
 
 class Dispatcher:
-    """See the module docstring. :meth:`room`, :meth:`submit` and :meth:`held_ids` are for
-    the loader and the recovery thread; everything else happens on the dispatcher thread
-    (or in :meth:`step`, which tests call directly under a fake clock)."""
+    """See the module docstring. :meth:`room`, :meth:`reserve`, :meth:`submit` and
+    :meth:`held_ids` are for the loader, the planner and the recovery thread; everything
+    else happens on the dispatcher thread (or in :meth:`step`, which tests call directly
+    under a fake clock)."""
 
     def __init__(
         self,
@@ -154,32 +155,20 @@ class Dispatcher:
                 return 0
             return self._table.room(self._room, self._clock.monotonic(), behind)
 
-    def startable(self, by: datetime) -> int:
-        """How many runs due by database time *by* this node could start then (0 once it
-        is stopping)."""
-        with self._lock:
-            return 0 if self._closed else self._table.startable(by)
-
     def reserve(self, most: int, by: datetime) -> int:
-        """Keep up to *most* of the workers free for runs due by database time *by* (see
-        :meth:`startable`) for runs the caller is about to write started (the loader's
-        claim and start, a behind planner's fires written started), and return how many:
-        no other thread counts them free until :meth:`submit` with ``reserved`` or
-        :meth:`unreserve` gives them back. So the loader and the planner never both start
-        a run on the same free worker."""
+        """Keep up to *most* of the workers free at database time *by* (once the runs
+        waiting here and due by then have taken theirs) for runs the caller is about to
+        write started (the loader's claim and start, a behind planner's fires written
+        started), and return how many (0 once the node is stopping): no other thread
+        counts them free until :meth:`submit` with ``reserved`` gives them back (to the
+        runs submitted, the rest free again). So the loader and the planner never both
+        start a run on the same free worker."""
         with self._lock:
             if self._closed or most <= 0:
                 return 0
             taken = min(most, self._table.startable(by))
             self._table.reserved += taken
             return taken
-
-    def unreserve(self, count: int) -> None:
-        """Give back *count* workers reserved (:meth:`reserve`) and not used."""
-        if count:
-            with self._lock:
-                self._table.reserved -= count
-                self._poke()
 
     def tasks_held(self) -> set[int]:
         """Tasks with a run here (waiting or running)."""

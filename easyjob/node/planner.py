@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from easyjob.core.admission import (
@@ -106,7 +107,7 @@ class Planner(Loop):
         self.fires_written = 0
         self._schedules: dict[tuple[object, ...], Schedule | None] = {}
         self._succeeded = succeeded  # how many runs the node has run so far
-        #: where a behind planner's fires written started go (see _starts): the node's
+        #: where a behind planner's fires written started go (see _started): the node's
         #: dispatcher, when its strategy lets the first node with a free worker take a run
         self._dispatcher = dispatcher if strategy is not None and first_come(strategy) else None
         #: runs this planner wrote started on its node (see _started)
@@ -178,6 +179,43 @@ class Planner(Loop):
             )
 
     def _advance(self, now: datetime, horizon: datetime, limit: int, *, paced: bool) -> bool:
+        due = self._due(now, horizon, limit, paced=paced)
+        self._calendars.refresh(due)
+        # fires this node writes started (see _started), on workers kept free for them
+        seats = self._reserve(len(due), now) if paced else 0
+        won: list[int] = []
+        started: list[Run] = []
+        try:
+            plan = self._plan_due(due, now, horizon, paced=paced, seats=seats)
+            if plan.advances:
+                self._wrote = True
+                done = self._store.tasks.advance_and_start(
+                    self._config.node_id,
+                    plan.advances,
+                    plan.start,
+                    on_error=self._unplannable.failed_write,
+                )
+                won, started = done.won, done.started
+                self._report_planned_misses(due, plan.advances, won)
+        finally:  # the runs started take the workers reserved; the rest are free again
+            if seats:
+                assert self._dispatcher is not None
+                self._dispatcher.submit(started, reserved=seats)
+        if started:
+            self.started += len(started)
+            self._metrics.claims(len(started), 0)
+        full = len(due) == limit
+        self.fires_written += _pending_fires(plan.advances, won)
+        self.pace.planned(len(won), held_back=paced and (full or plan.short > 0))
+        self._short, self._frees = plan.short, 0
+        self._spare = self._spare and not plan.short  # no worker free: no room for others
+        # with tasks left for want of workers, the next poll comes when some are free
+        return (plan.backlog or full) and not plan.short
+
+    def _due(self, now: datetime, horizon: datetime, limit: int, *, paced: bool) -> list[TaskRow]:
+        """The due tasks this node plans in this poll: its share (see :meth:`_owns`) and,
+        unless it is behind with no room (see ``_spare``), any task overdue past the grace;
+        at most *limit*, the most overdue first."""
         me = self._config.node_id
         live = [n.node_id for n in self._membership.nodes()]
         uniform = self._membership.uniform()
@@ -198,51 +236,29 @@ class Planner(Loop):
         if me in live and not uniform:  # nodes declare different tasks: ask per task
             due = [t for t in due if self._owns(t) or _before(t.next_start_time, overdue_before)]
         self._spare = len(due) < limit
-        self._calendars.refresh(due)
-        # fires this node writes started (see _started), on workers kept free for them
-        starts = paced and self._dispatcher is not None
-        seats = self._reserve(len(due), now) if starts else 0
-        held = self._dispatcher.tasks_held() if starts and self._dispatcher else set()
-        advances: list[Advance] = []
-        start: dict[int, int | None] = {}
-        won: list[int] = []
-        started: list[Run] = []
-        backlog = False
-        short = 0
-        try:
-            for task in due:
-                advance = self._started(task, now, held) if starts else None
-                if advance is not None and len(start) == seats:
-                    short += 1  # no worker free for it: left due (see _started)
-                    continue
-                if advance is not None:
-                    start[task.id] = run_limit(task.overlap, task.max_running)
-                else:
-                    advance, more = self._plan(task, now, horizon, paced=paced)
-                    backlog = backlog or more
-                if advance is not None:
-                    advances.append(advance)
-            if advances:
-                self._wrote = True
-                done = self._store.tasks.advance_and_start(
-                    me, advances, start, on_error=self._unplannable.failed_write
-                )
-                won, started = done.won, done.started
-                self._report_planned_misses(due, advances, won)
-        finally:  # the runs started take the workers reserved; the rest are free again
-            if seats:
-                assert self._dispatcher is not None
-                self._dispatcher.submit(started, reserved=seats)
-        if started:
-            self.started += len(started)
-            self._metrics.claims(len(started), 0)
-        full = len(due) == limit
-        self.fires_written += _pending_fires(advances, won)
-        self.pace.planned(len(won), held_back=paced and (full or short > 0))
-        self._short, self._frees = short, 0
-        self._spare = self._spare and not short  # no worker free: no room for others' tasks
-        # with tasks left for want of workers, the next poll comes when some are free
-        return (backlog or full) and not short
+        return due
+
+    def _plan_due(
+        self, due: list[TaskRow], now: datetime, horizon: datetime, *, paced: bool, seats: int
+    ) -> _Plan:
+        """The advances of the *due* tasks, those whose fire is written started on one of
+        the *seats* (workers reserved: see :meth:`_started`), and the tasks left due for
+        want of a seat."""
+        plan = _Plan()
+        held = self._dispatcher.tasks_held() if paced and self._dispatcher else set()
+        for task in due:
+            advance = self._started(task, now, held) if paced and self._dispatcher else None
+            if advance is not None and len(plan.start) == seats:
+                plan.short += 1  # no worker free for it: left due (see _started)
+                continue
+            if advance is not None:
+                plan.start[task.id] = run_limit(task.overlap, task.max_running)
+            else:
+                advance, more = self._plan(task, now, horizon, paced=paced)
+                plan.backlog = plan.backlog or more
+            if advance is not None:
+                plan.advances.append(advance)
+        return plan
 
     def _reserve(self, due: int, now: datetime) -> int:
         """Reserve up to *due* free workers of this node for fires written started (see
@@ -357,6 +373,17 @@ class Planner(Loop):
                     name = names[advance.task_id]
                     self._metrics.misfired(name, count)
                     self._hooks.missed(name, self._config.node_id, first, fire.error_msg, count)
+
+
+@dataclass
+class _Plan:
+    """What one poll of the planner writes (see :meth:`Planner._plan_due`)."""
+
+    advances: list[Advance] = field(default_factory=list)
+    #: the tasks whose fire is written started -> their run limit
+    start: dict[int, int | None] = field(default_factory=dict)
+    short: int = 0  # due tasks left for want of a free worker
+    backlog: bool = False  # fires beyond an advance's cap remain: plan again at once
 
 
 def _pending_fires(advances: list[Advance], won: Iterable[int]) -> int:

@@ -101,17 +101,18 @@ def test_a_saturated_node_summarises_the_fires_it_cannot_run(
     assert node.node.planner.fires_written - written >= ran
     # measured: 592 runs (320 when every fire was written ahead, then missed)
     assert ran >= 400
-    # measured: 140 in 592 runs (the pacing overshoots, then halves); 5,680 in 320 runs when
-    # every fire was written ahead, then missed
+    # measured: none in 600 runs (134 when the fires it had no worker for were inserted
+    # PENDING; 140 in 592 before fires were written started; 5,680 in 320 runs when every
+    # fire was written ahead, then missed)
     inserted_then_missed = after.missed_after_insert - before.missed_after_insert
-    assert inserted_then_missed <= ran // 2, (inserted_then_missed, ran)
-    # a run's insert (written started: see the next test) and end, its task row's advance,
-    # and the overshoots: 3.67 measured (4.67 when each fire was inserted, then claimed and
-    # started; 5.9 when the fires before it were a summary row of their own, 7.3 when due
-    # runs with no worker free were claimed to wait, then started; 49.5 when fires were
-    # written ahead)
+    assert inserted_then_missed <= ran // 10, (inserted_then_missed, ran)
+    # a run's insert (written started: see the next test) and end, and its task row's
+    # advance: 3.0 measured (3.67 when the fires it had no worker for were inserted PENDING,
+    # 4.67 when each fire was inserted, then claimed and started; 5.9 when the fires before
+    # it were a summary row of their own, 7.3 when due runs with no worker free were claimed
+    # to wait, then started; 49.5 when fires were written ahead)
     rows = (after.run_rows - before.run_rows + after.task_rows - before.task_rows) / ran
-    assert rows <= 4.2, (rows, before, after)
+    assert rows <= 3.3, (rows, before, after)
     # the fires it could not run are recorded: on the row of the fire after each gap
     history = node.history("t0")
     assert {r.status for r in history} >= {"SUCCESS"}
@@ -165,11 +166,11 @@ def test_workers_reserved_by_one_thread_are_not_free_for_another(
     dispatcher, now = node.node.dispatcher, node.store.now()
     assert dispatcher.reserve(5, now) == 5
     assert dispatcher.reserve(5, now) == 3  # what the first left
-    assert dispatcher.startable(now) == 0 and dispatcher.reserve(1, now) == 0
-    dispatcher.unreserve(3)
-    assert dispatcher.startable(now) == 3
-    dispatcher.submit([], reserved=5)  # the write won nothing: all free again
-    assert dispatcher.startable(now) == 8
+    assert dispatcher.reserve(1, now) == 0
+    dispatcher.submit([], reserved=3)  # a write that won nothing: free again
+    assert dispatcher.reserve(8, now) == 3
+    dispatcher.submit([], reserved=8)
+    assert dispatcher.reserve(9, now) == 8
 
 
 def test_a_planner_that_left_tasks_for_want_of_workers_plans_again_once_some_are_free(
