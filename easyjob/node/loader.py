@@ -34,6 +34,7 @@ from easyjob.core.strategies import (
     steals,
 )
 from easyjob.node.dispatcher import Dispatcher
+from easyjob.node.freed import LeftForWorkers
 from easyjob.node.liveness import Liveness
 from easyjob.node.loop import Loop
 from easyjob.node.membership import Membership
@@ -48,10 +49,6 @@ __all__ = ["Loader"]
 #: start LEAD) a MariaDB claim came after the fire at p95. The run is RUNNING from then, its
 #: ``start_time`` its due time, and its worker calls it at that time.
 CLAIM_LEAD = timedelta(milliseconds=50)
-
-#: A node that left runs due PENDING for want of workers claims again once this share of
-#: its workers (1/N) has come free (see ``Loader.freed``).
-_WAKE_SHARE = 8
 
 #: How many times its usual read a loader reads at most while every run it reads is missed
 #: (see ``Loader._sweep``).
@@ -136,11 +133,8 @@ class Loader(Loop):
         #: the last read's home runs left room and none was late (see has_room_to_spare):
         #: the next read takes other nodes' late runs too
         self._spare = steals(strategy)
-        #: runs due left PENDING at the last claim for want of a free worker, and workers
-        #: freed since (see freed)
-        self._left = 0
-        self._frees = 0
-        self._wake_after = max(1, config.workers // _WAKE_SHARE)
+        #: runs due left PENDING at the last claim for want of a free worker (see freed)
+        self._left = LeftForWorkers(config.workers)
         #: How many times its usual read the next pending read takes: doubled after each
         #: full read whose runs were all missed (a restart after an outage finds the fires
         #: written ahead before it, due in due order before the current ones: read 2 x room
@@ -158,14 +152,8 @@ class Loader(Loop):
         are such runs, or an eighth of its workers, whichever is fewer: a saturated node
         then claims and starts them in batches, not one pending read and claim per outcome
         batch."""
-        if children or (self._wants_room and self._enough_free(workers)):
+        if children or (self._wants_room and self._left.enough_freed(workers)):
             self.wake()
-
-    def _enough_free(self, workers: int) -> bool:
-        if not self._left:
-            return True
-        self._frees += workers  # racing threads may lose a count: the poll is the bound
-        return self._frees >= min(self._left, self._wake_after)
 
     def step(self) -> float | None:
         if not self._liveness.fresh():
@@ -329,11 +317,11 @@ class Loader(Loop):
         ]
         # the workers to start them on, kept from a behind planner's fires written started
         startable = self._dispatcher.reserve(len(due), soon)
-        self._left = self._frees = 0
+        self._left.leave(0)
         if len(due) > startable:  # more due than workers free: the admission rule's order
             due = start_order(due, now)
             self._wants_room = True  # claim the rest when workers come free
-            self._left = len(due) - startable
+            self._left.leave(len(due) - startable)
         at_once = due[:startable]
         later = [c for c in direct if c.due_time > soon]
         if later:

@@ -58,6 +58,7 @@ from easyjob.core.states import RunStatus
 from easyjob.core.strategies import Strategy, first_come
 from easyjob.node.calendars import Calendars
 from easyjob.node.dispatcher import Dispatcher
+from easyjob.node.freed import LeftForWorkers
 from easyjob.node.hooks import Hooks
 from easyjob.node.liveness import Liveness
 from easyjob.node.loader import CLAIM_LEAD
@@ -120,11 +121,8 @@ class Planner(Loop):
         #: has its tasks taken once a planner has room, or re-split once it is declared
         #: dead.
         self._spare = True
-        #: due tasks the last poll left for want of a free worker (see _started), and
-        #: workers freed since (see freed)
-        self._short = 0
-        self._frees = 0
-        self._wake_after = max(1, config.workers // 8)
+        #: due tasks the last poll left for want of a free worker (see _started, freed)
+        self._short = LeftForWorkers(config.workers)
         self.pace = Pace(timedelta(seconds=config.poll), config.batch)
         #: Database time when the node started: the pace counts the misses of runs due
         #: since (a fire an outage left PENDING says nothing of what the cluster runs now:
@@ -161,11 +159,8 @@ class Planner(Loop):
         """*workers* of the node came free (runs ended): plan again at once if the last
         poll left due tasks for want of a free worker (see :meth:`_started`), once as many
         workers as it left tasks, or an eighth of the node's workers, have come free."""
-        if not self._short:
-            return
-        self._frees += workers  # racing threads may lose a count: the poll is the bound
-        if self._frees >= min(self._short, self._wake_after):
-            self._short = 0
+        if self._short.left and self._short.enough_freed(workers):
+            self._short.leave(0)
             self.wake()
 
     def _tell(self, was_behind: bool) -> None:
@@ -207,7 +202,7 @@ class Planner(Loop):
         full = len(due) == limit
         self.fires_written += _pending_fires(plan.advances, won)
         self.pace.planned(len(won), held_back=paced and (full or plan.short > 0))
-        self._short, self._frees = plan.short, 0
+        self._short.leave(plan.short)
         self._spare = self._spare and not plan.short  # no worker free: no room for others
         # with tasks left for want of workers, the next poll comes when some are free
         return (plan.backlog or full) and not plan.short
