@@ -485,11 +485,10 @@ class TaskStore:
             for row in _fire_rows(task_id, fire, by_id[task_id].shards, targets.get(task_id), now)
         ]
         begun = start_rows(conn, node_id, rows, limits, now) if limits else []
-        ids = {id(row) for row in begun}
-        # one INSERT per set of columns: fires to claim, fires started, each carrying a gap
-        # or not
+        # one INSERT per set of columns: fires to claim, fires started (RUNNING: only
+        # start_rows makes a fire row so), each carrying a gap or not
         for started in (False, True):
-            part = [row for row in rows if (id(row) in ids) == started]
+            part = [row for row in rows if (row["status"] == str(RunStatus.RUNNING)) == started]
             plain = [row for row in part if row["missed_from"] is None]
             if plain:
                 self._db.backend.insert_rows(conn, self._insert_fires(), plain)
