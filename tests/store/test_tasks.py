@@ -216,13 +216,15 @@ def test_a_pause_closes_the_task_s_unstarted_runs_and_resume_skips_the_pause(
     from tests.store.conftest import make_pending
 
     due, ahead, claimed = make_pending(store, "p", fires=3)
-    hour_ago = store.now() - timedelta(hours=1)
-    store.db.write(
-        "due",
-        lambda conn: conn.execute(
-            d.update().where(d.c.id == due).values(fire_time=hour_ago, due_time=hour_ago)
-        ),
-    )
+    hour_ago, hour_ahead = store.now() - timedelta(hours=1), store.now() + timedelta(hours=1)
+
+    def age(conn: sa.Connection) -> None:  # one due, one surely ahead however slow the machine
+        conn.execute(d.update().where(d.c.id == due).values(fire_time=hour_ago, due_time=hour_ago))
+        conn.execute(
+            d.update().where(d.c.id == ahead).values(fire_time=hour_ahead, due_time=hour_ahead)
+        )
+
+    store.db.write("due", age)
     horizon = store.now() + timedelta(days=1)
     (held,) = store.runs.claim(
         "n1", [c for c in store.runs.pending(horizon, 10) if c.id == claimed]
