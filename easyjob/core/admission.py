@@ -84,7 +84,7 @@ from functools import cached_property, lru_cache
 from typing import TypeVar
 from zoneinfo import ZoneInfo
 
-from easyjob.core.records import ORIGIN_RUNTIME, Advance, Candidate, Run, TaskRow
+from easyjob.core.records import ORIGIN_RUNTIME, Advance, Candidate, PlanningRow, Run
 from easyjob.core.schedule import Schedule, build_schedule
 from easyjob.core.states import Misfire, Overlap, RunStatus, Trigger
 
@@ -448,7 +448,7 @@ def admit(
 
 
 def starts_when_written(
-    advance: Advance, task: TaskRow, by: datetime, *, first_come: bool, held_here: bool
+    advance: Advance, task: PlanningRow, by: datetime, *, first_come: bool, held_here: bool
 ) -> bool:
     """Whether a behind planner (see :mod:`easyjob.core.pacing`) may write the fire of
     *advance* (of *task*) already started by its own node: one row written where an

@@ -66,7 +66,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from easyjob.core.admission import SUPERSEDED, Days, excluded_until, fire_verdict, jitter_of
-from easyjob.core.records import Advance, PlannedFire, TaskRow
+from easyjob.core.records import Advance, PlannedFire, PlanningRow
 from easyjob.core.schedule import Schedule
 from easyjob.core.states import Misfire, RunStatus
 
@@ -76,7 +76,7 @@ _EPS = timedelta(microseconds=1)
 
 
 def plan_advance(
-    task: TaskRow,
+    task: PlanningRow,
     schedule: Schedule,
     now: datetime,
     horizon: datetime,
@@ -115,7 +115,7 @@ def plan_advance(
 
 
 def plan_behind(
-    task: TaskRow,
+    task: PlanningRow,
     schedule: Schedule,
     now: datetime,
     margin: timedelta,
@@ -154,7 +154,7 @@ def plan_behind(
     return _jittered(task, _carried(task, advance)), more
 
 
-def _carried(task: TaskRow, advance: Advance) -> Advance:
+def _carried(task: PlanningRow, advance: Advance) -> Advance:
     """*advance* with the gap's MISSED summary carried by the fire that follows it, when
     that fire is one PENDING row (not a sharded or broadcast task's): one row instead of
     two. The fire's ``error_msg`` then says why the gap was missed, for the ``missed``
@@ -179,7 +179,7 @@ def _carried(task: TaskRow, advance: Advance) -> Advance:
 
 
 def _passed_over(
-    task: TaskRow, schedule: Schedule, due: list[datetime], now: datetime, margin: timedelta
+    task: PlanningRow, schedule: Schedule, due: list[datetime], now: datetime, margin: timedelta
 ) -> tuple[list[datetime], datetime | None]:
     """Of *due* (the fires due by *now*, or the one fire due within *margin*), the fires
     passed over and the one to run: the latest, or, while the admission rule misses it
@@ -198,7 +198,7 @@ def _passed_over(
     return missed, keep
 
 
-def _limited(task: TaskRow, advance: Advance, more: bool) -> tuple[Advance, bool]:
+def _limited(task: PlanningRow, advance: Advance, more: bool) -> tuple[Advance, bool]:
     if task.max_runs is None:
         return advance, more
     return _bounded(advance, task.max_runs - task.fire_count), more
@@ -219,7 +219,7 @@ def _bounded(advance: Advance, left: int) -> Advance:
 
 
 def _plan(
-    task: TaskRow,
+    task: PlanningRow,
     schedule: Schedule,
     now: datetime,
     horizon: datetime,
@@ -260,7 +260,7 @@ def _plan(
 
 
 def _due_times(
-    task: TaskRow, schedule: Schedule, fire: datetime
+    task: PlanningRow, schedule: Schedule, fire: datetime
 ) -> tuple[datetime, datetime | None]:
     """When *fire* and its successor are due (their fire times plus their jitter)."""
     successor = schedule.next_after(fire)
@@ -269,7 +269,7 @@ def _due_times(
     return fire + jitter_of(task.id, fire, task.jitter_ms), successor
 
 
-def _jittered(task: TaskRow, advance: Advance) -> Advance:
+def _jittered(task: PlanningRow, advance: Advance) -> Advance:
     """*advance* with each PENDING fire due its jitter after its fire time."""
     if task.jitter_ms <= 0:
         return advance
@@ -283,7 +283,7 @@ def _jittered(task: TaskRow, advance: Advance) -> Advance:
 
 
 def _excluding(
-    task: TaskRow, schedule: Schedule, advance: Advance, days: Days, cap: int
+    task: PlanningRow, schedule: Schedule, advance: Advance, days: Days, cap: int
 ) -> Advance:
     """*advance* with its PENDING fires on excluded *days* replaced by one SKIPPED row per
     excluded stretch; a stretch that goes on past the fires planned is recorded whole and
@@ -315,7 +315,7 @@ def _excluding(
     return replace(advance, next_start_time=next_time, fires=tuple(out))
 
 
-def _excluded_row(task: TaskRow, gap: list[datetime], counted: bool) -> PlannedFire:
+def _excluded_row(task: PlanningRow, gap: list[datetime], counted: bool) -> PlannedFire:
     first, last = gap[0], gap[-1]
     if not counted:
         what = f"fires from {_iso(first)} to {_iso(last)} (too many to count)"
@@ -328,7 +328,7 @@ def _excluded_row(task: TaskRow, gap: list[datetime], counted: bool) -> PlannedF
 
 
 def _in_chunks(
-    task: TaskRow,
+    task: PlanningRow,
     schedule: Schedule,
     start: datetime,
     horizon: datetime,
@@ -375,7 +375,11 @@ def _late_fires(
 
 
 def _summary(
-    task: TaskRow, missed: list[datetime], counted: bool, grace: timedelta, late_before: datetime
+    task: PlanningRow,
+    missed: list[datetime],
+    counted: bool,
+    grace: timedelta,
+    late_before: datetime,
 ) -> PlannedFire:
     first, last = missed[0], missed[-1]
     if counted:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 from easyjob.core.states import Misfire, NodeStatus, Overlap, RunStatus, TaskStatus, Trigger
 from easyjob.errors import TaskDefinitionError, shown
@@ -375,45 +375,37 @@ def _enum(kind: type[Misfire] | type[Overlap], value: Any, what: str, name: str)
         ) from None
 
 
-@dataclass(frozen=True)
-class TaskRow:
-    """A row of ``easy_job_task``."""
+@dataclass(frozen=True, kw_only=True)
+class PlanningRow:
+    """The columns of an ``easy_job_task`` row that planning and admission read: what a
+    planner's due read (:meth:`TaskStore.due <easyjob.store.contract.TaskStore.due>`)
+    selects, so that a behind planner, which reads a task per run, does not fetch and decode
+    the rest (its ``kwargs`` JSON, its counters and times). :class:`TaskRow` is the whole row."""
 
     id: int
     name: str
     func: str
     cron_expr: str | None
     tz: str
-    pid: int | None
     status: TaskStatus
     next_start_time: datetime | None
     version: int
-    node_id: str | None
     misfire: Misfire
     misfire_grace_ms: int
     overlap: Overlap
-    retries: int
-    retry_delay_ms: int
-    timeout_ms: int | None
-    kwargs: dict[str, Any]
-    pruned_success_count: int
-    fail_count: int
-    create_time: datetime
-    update_time: datetime
-    seen_time: datetime
     every_ms: int | None = None
     anchor_time: datetime | None = None
     starts_at: datetime | None = None
     ends_at: datetime | None = None
     max_runs: int | None = None
     fire_count: int = 0
-    accepts: list[str] | None = None
     origin: str = "code"
-    declared: str | None = None
-    #: Runs recorded SUCCESS, ever: ``pruned_success_count`` plus the task's SUCCESS rows in
-    #: the history, read in the same statement as the row. None from the reads of a node's
-    #: loops (planning, registration), which do not pay for the count.
-    success_count: int | None = None
+    shards: int = 1
+    broadcast: bool = False
+    jitter_ms: int = 0
+    exclude_calendar: str | None = None
+    #: at most this many runs RUNNING at once (None: as its overlap says)
+    max_running: int | None = None
 
     @property
     def runtime(self) -> bool:
@@ -429,21 +421,38 @@ class TaskRow:
             self.cron_expr, self.tz, self.every_ms, self.anchor_time, self.starts_at, self.ends_at
         )
 
-    shards: int = 1
-    broadcast: bool = False
-    jitter_ms: int = 0
-    exclude_calendar: str | None = None
-    #: at most this many runs RUNNING at once (None: as its overlap says)
-    max_running: int | None = None
-    priority: int = 0
-
     @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> TaskRow:
+    def from_row(cls, row: Mapping[Any, Any]) -> Self:
+        """From a result row of the class's columns (:func:`dataclasses.fields`)."""
         values = dict(row)
         values["status"] = TaskStatus(values["status"])
         values["misfire"] = Misfire(values["misfire"])
         values["overlap"] = Overlap(values["overlap"])
         return cls(**values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskRow(PlanningRow):
+    """A row of ``easy_job_task``: its planning columns and the rest."""
+
+    pid: int | None
+    node_id: str | None
+    retries: int
+    retry_delay_ms: int
+    timeout_ms: int | None
+    kwargs: dict[str, Any]
+    pruned_success_count: int
+    fail_count: int
+    create_time: datetime
+    update_time: datetime
+    seen_time: datetime
+    accepts: list[str] | None = None
+    declared: str | None = None
+    #: Runs recorded SUCCESS, ever: ``pruned_success_count`` plus the task's SUCCESS rows in
+    #: the history, read in the same statement as the row. None from the reads of a node's
+    #: loops (planning, registration), which do not pay for the count.
+    success_count: int | None = None
+    priority: int = 0
 
 
 @dataclass(frozen=True)

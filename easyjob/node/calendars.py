@@ -16,7 +16,7 @@ import logging
 from datetime import date
 
 from easyjob.core.admission import Days
-from easyjob.core.records import TaskRow
+from easyjob.core.records import PlanningRow
 from easyjob.store.contract import Store
 
 __all__ = ["Calendars"]
@@ -33,7 +33,7 @@ class Calendars:
         self._days: dict[str, tuple[tuple[date, date], ...]] = {}
         self._warned: set[tuple[str, str]] = set()
 
-    def refresh(self, tasks: list[TaskRow]) -> None:
+    def refresh(self, tasks: list[PlanningRow]) -> None:
         """Read the calendars *tasks* name again if any changed since the last read."""
         names = {task.exclude_calendar for task in tasks if task.exclude_calendar}
         if not names:
@@ -45,7 +45,7 @@ class Calendars:
         self._days = dict(self._store.calendars.days(self._asked))
         self._version = version
 
-    def days(self, task: TaskRow) -> Days | None:
+    def days(self, task: PlanningRow) -> Days | None:
         """The days *task*'s calendar excludes; None when it names none, or one that does
         not exist (warned about once per task and calendar, until it exists)."""
         name = task.exclude_calendar

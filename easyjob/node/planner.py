@@ -52,7 +52,7 @@ from easyjob.core.admission import (
 from easyjob.core.config import NodeConfig
 from easyjob.core.pacing import Pace
 from easyjob.core.planner import plan_advance, plan_behind
-from easyjob.core.records import Advance, Run, TaskRow
+from easyjob.core.records import Advance, PlanningRow, Run
 from easyjob.core.schedule import Schedule
 from easyjob.core.states import RunStatus
 from easyjob.core.strategies import Strategy, first_come
@@ -207,7 +207,9 @@ class Planner(Loop):
         # with tasks left for want of workers, the next poll comes when some are free
         return (plan.backlog or full) and not plan.short
 
-    def _due(self, now: datetime, horizon: datetime, limit: int, *, paced: bool) -> list[TaskRow]:
+    def _due(
+        self, now: datetime, horizon: datetime, limit: int, *, paced: bool
+    ) -> list[PlanningRow]:
         """The due tasks this node plans in this poll: its share (see :meth:`_owns`) and,
         unless it is behind with no room (see ``_spare``), any task overdue past the grace;
         at most *limit*, the most overdue first."""
@@ -234,7 +236,7 @@ class Planner(Loop):
         return due
 
     def _plan_due(
-        self, due: list[TaskRow], now: datetime, horizon: datetime, *, paced: bool, seats: int
+        self, due: list[PlanningRow], now: datetime, horizon: datetime, *, paced: bool, seats: int
     ) -> _Plan:
         """The advances of the *due* tasks, those whose fire is written started on one of
         the *seats* (workers reserved: see :meth:`_started`), and the tasks left due for
@@ -262,7 +264,7 @@ class Planner(Loop):
             return 0
         return self._dispatcher.reserve(due, now + CLAIM_LEAD)
 
-    def _started(self, task: TaskRow, now: datetime, held: set[int]) -> Advance | None:
+    def _started(self, task: PlanningRow, now: datetime, held: set[int]) -> Advance | None:
         """The advance of due *task* whose fire this node writes started, on a worker
         reserved for it, when the admission rule lets it
         (:func:`~easyjob.core.admission.starts_when_written`; *held*: the tasks with a run
@@ -288,7 +290,7 @@ class Planner(Loop):
             return None
         return advance
 
-    def _owns(self, task: TaskRow) -> bool:
+    def _owns(self, task: PlanningRow) -> bool:
         """Whether this node plans *task*: :func:`~easyjob.core.admission.planner_owner` over
         the live nodes that declare it."""
         declaring = self._membership.declaring(task.name, task.func, task.origin)
@@ -296,7 +298,7 @@ class Planner(Loop):
 
     def _plan(
         self,
-        task: TaskRow,
+        task: PlanningRow,
         now: datetime,
         horizon: datetime,
         *,
@@ -334,7 +336,7 @@ class Planner(Loop):
             self._unplannable.add(task, now, f"{type(err).__name__}: {err}", logging.ERROR)
             return None, False
 
-    def _not_declared(self, task: TaskRow) -> str:
+    def _not_declared(self, task: PlanningRow) -> str:
         """Why this node's code does not declare *task*, for the log."""
         if task.runtime:
             return f"it was added at run time and its function {task.func} is not @runnable here"
@@ -342,7 +344,7 @@ class Planner(Loop):
             return "no task of that name is declared by this node's code"
         return f"its function {task.func} is not what this node's code declares for it"
 
-    def _schedule(self, task: TaskRow) -> Schedule | None:
+    def _schedule(self, task: PlanningRow) -> Schedule | None:
         key: tuple[object, ...] = (task.cron_expr, task.tz, task.every_ms, task.anchor_time)
         key += (task.starts_at, task.ends_at)
         if key not in self._schedules:
@@ -352,7 +354,7 @@ class Planner(Loop):
         return self._schedules[key]
 
     def _report_planned_misses(
-        self, tasks: list[TaskRow], advances: list[Advance], won: Iterable[int]
+        self, tasks: list[PlanningRow], advances: list[Advance], won: Iterable[int]
     ) -> None:
         """Each gap the planner wrote, a MISSED row or the gap a fire carries (either may
         stand for ``missed_count`` fires): counted in ``easyjob_misfires`` and told by a

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Hashable
 from datetime import datetime, timedelta
 
-from easyjob.core.records import TaskRow
+from easyjob.core.records import PlanningRow
 
 __all__ = ["RECHECK_S", "Unplannable"]
 
@@ -32,7 +32,7 @@ class Unplannable:
         self._until: dict[int, datetime] = {}
         self._now: datetime | None = None
 
-    def add(self, task: TaskRow, now: datetime, why: str, level: int) -> None:
+    def add(self, task: PlanningRow, now: datetime, why: str, level: int) -> None:
         """Set *task* aside; report *why* unless this very row was reported already."""
         key = (task.version, task.func, task.cron_expr, task.tz, why)
         self._set_aside(task.id, now, key, level, f"task {_cut(task.name)!r} is not planned: {why}")

@@ -62,6 +62,7 @@ from easyjob.core.records import (
     HeldRun,
     HistoryRow,
     NodeRow,
+    PlanningRow,
     Run,
     TaskRow,
     TaskSpec,
@@ -165,7 +166,7 @@ class TaskStore(Protocol):
         share: tuple[int, int] | None = None,
         overdue_before: datetime | None = None,
         behind_before: datetime | None = None,
-    ) -> list[TaskRow]:
+    ) -> list[PlanningRow]:
         """At most *limit* ACTIVE tasks whose next fire is by *horizon*, earliest first, but
         those in *exclude*; with *share* ``(rank, size)`` only tasks with ``id mod size ==
         rank`` plus those whose next fire is before *overdue_before*. With *behind_before*,

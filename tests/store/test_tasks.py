@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
-from easyjob.core.records import Advance, PlannedFire, TaskSpec
-from easyjob.core.states import Misfire, RunStatus, TaskStatus
+from easyjob.core.records import Advance, PlannedFire, PlanningRow, TaskSpec
+from easyjob.core.states import Misfire, Overlap, RunStatus, TaskStatus
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError
 from easyjob.store import Store
 from easyjob.store.schema import task_detail_table as d
@@ -89,6 +90,43 @@ def test_due_is_bounded_and_ordered(store: Store) -> None:
     assert len(due) == 3
     assert [x.next_start_time for x in due] == sorted(x.next_start_time for x in due)  # type: ignore[type-var]
     assert store.tasks.due(horizon - timedelta(days=1), limit=10) == []
+
+
+def test_due_reads_a_tasks_planning_columns_as_stored(store: Store) -> None:
+    """The due read selects only the columns planning uses (a PlanningRow); each holds what
+    the whole row holds, with every setting away from its default."""
+    start = store.now().replace(microsecond=0) - timedelta(hours=1)
+    spec = TaskSpec(
+        name="set",
+        func="tests.jobs:noop",
+        tz="Europe/Paris",
+        misfire=Misfire.CATCH_UP,
+        misfire_grace=timedelta(seconds=7),
+        overlap=Overlap.ALLOW,
+        every=timedelta(seconds=3),
+        start=start,
+        end=start + timedelta(days=9),
+        max_runs=40,
+        shards=3,
+        broadcast=False,
+        jitter=timedelta(milliseconds=250),
+        exclude="holidays",
+        max_running=2,
+        kwargs={"big": "x" * 100},
+    )
+    broadcast = TaskSpec(name="all", func="tests.jobs:noop", cron="* * * * * *", broadcast=True)
+    store.tasks.upsert([spec, broadcast])
+    due = {row.name: row for row in store.tasks.due(store.now() + timedelta(days=1), 10)}
+    assert set(due) == {"set", "all"}
+    for name, row in due.items():
+        assert type(row) is PlanningRow
+        whole = store.tasks.get(name)
+        assert row == PlanningRow(
+            **{f.name: getattr(whole, f.name) for f in dataclasses.fields(PlanningRow)}
+        )
+    assert due["all"].broadcast is True and due["set"].broadcast is False
+    assert (due["set"].shards, due["set"].max_running, due["set"].jitter_ms) == (3, 2, 250)
+    assert due["set"].schedule == store.tasks.get("set").schedule
 
 
 def test_due_shares_split_the_tasks_and_overdue_ones_are_anyones(store: Store) -> None:
