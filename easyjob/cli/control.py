@@ -7,12 +7,14 @@ import argparse
 import sys
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from easyjob.cli.output import dumps
 from easyjob.core.inputs import parse_kwargs, parse_time
-from easyjob.core.records import TaskRow
 from easyjob.core.schedule import every_text
+
+if TYPE_CHECKING:
+    from easyjob.core.records import TaskRow
 
 __all__ = [
     "COMMANDS",
