@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
-
 __all__ = [
     "Column",
     "dumps",
