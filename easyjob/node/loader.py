@@ -125,7 +125,7 @@ class Loader(Loop):
         self.missed = 0  # PENDING runs it marked MISSED (misfire policy)
         self._was_fresh = True
         self._behind = 0  # runs marked MISSED since the last report in the log
-        self._direct_at: datetime | None = None  # when to claim the runs left for their time
+        self._direct_at: datetime | None = None  # when to claim next (see _wake_at)
         self._behind_told: datetime | None = None
         #: priorities differed among the runs due here lately: read past the window
         self._ranked = False
