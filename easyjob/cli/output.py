@@ -22,18 +22,8 @@ __all__ = [
     "iso",
     "offset_ms",
     "plain",
-    "seconds",
     "table",
 ]
-
-
-def seconds(value: float | None) -> str:
-    """:func:`easyjob.views.text.seconds`, imported when first called: ``easyjob --version``
-    and ``--help`` load this module (the parser's subcommands do) but not the view model
-    (its records, admission rule and store values: 40 ms of a 0.15 s call)."""
-    from easyjob.views.text import seconds as text
-
-    return text(value)
 
 
 Row = Mapping[str, Any]

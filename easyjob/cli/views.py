@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from easyjob.cli.output import Column, compact_json, first_line, offset_ms, seconds
-from easyjob.views import Row, counted, node_rows, records, run_rows, task_rows
+from easyjob.cli.output import Column, compact_json, first_line, offset_ms
+from easyjob.views import Row, counted, node_rows, records, run_rows, seconds, task_rows
 
 __all__ = [
     "FAILING_COLUMNS",

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from easyjob.cli.options import build_parser, parse_duration
-from easyjob.cli.output import Column, dumps, duration, seconds, table
+from easyjob.cli.output import Column, dumps, duration, table
+from easyjob.views import seconds
 from tests.cli.conftest import Cli
 
 
