@@ -5,11 +5,13 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
+from easyjob.clock import FakeClock
 from easyjob.core.records import Advance, Candidate
 from easyjob.core.states import RunStatus
 from easyjob.store import Store
@@ -367,3 +369,29 @@ def test_an_advance_locks_its_task_rows_in_id_order_as_a_serial_start_does(
     finally:
         holder.close()
         other.close()
+
+
+class _TickingClock(FakeClock):
+    """A clock that moves a millisecond each time it is read."""
+
+    def now(self) -> datetime:
+        self.advance(0.001)
+        return super().now()
+
+
+def test_a_batch_write_on_sqlite_reads_the_clock_once_per_place_it_names_it(
+    tmp_path: Path,
+) -> None:
+    """SQLite's database time is this process's clock, called from SQL: one value per
+    statement, as SQLite's own ``datetime('now')`` (a statement's rows share their time),
+    not a call per row (each a clock read and a strftime in Python)."""
+    clock = _TickingClock()
+    store = Store.open(f"sqlite:///{tmp_path / 'c.db'}", create=True, clock=clock)
+    run_ids = make_pending(store, fires=4)
+    runs = store.runs.claim_started("node-a", _candidates(store, run_ids))
+    assert len(runs) == 4
+    rows = [_row(store, run_id) for run_id in run_ids]
+    assert len({row["claim_time"] for row in rows}) == 1
+    assert store.runs.finish_many(runs) == set(run_ids)
+    assert len({_row(store, run_id)["end_time"] for run_id in run_ids}) == 1
+    store.close()

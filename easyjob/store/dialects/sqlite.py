@@ -43,7 +43,11 @@ class SQLiteDialect(Dialect):
       locked" under concurrency, busy timeout or not. Writers of one file first take turns
       through :class:`~easyjob.store.gate.WriteGate`.
     - No clock of its own: database time is the process's clock (``easyjob_now()``, a
-      function registered on each connection; tests pass a fake clock).
+      function registered on each connection; tests pass a fake clock). It is registered
+      deterministic, so a statement reads it once per place it names it (SQLite factors
+      a constant expression out of its row loop), not once per row: a batch write of 30
+      runs called it 150 times, each a clock read and a ``strftime`` in Python. As with
+      SQLite's own ``datetime('now')``, every row of a batch write gets the same time.
     - A read-only engine's connections are ``query_only``.
     - No ``SKIP LOCKED``: SQLite locks the whole database.
     - No arrays: batch lists are IN lists padded to a power of two, a value per row is a
@@ -105,7 +109,7 @@ class SQLiteDialect(Dialect):
         @sa.event.listens_for(engine, "connect")
         def _connect(dbapi_conn: Any, _record: Any) -> None:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves, below
-            dbapi_conn.create_function("easyjob_now", 0, now)
+            dbapi_conn.create_function("easyjob_now", 0, now, deterministic=True)
             cursor = dbapi_conn.cursor()
             if not read_only:  # a read-only reader leaves the file's journal mode alone
                 cursor.execute("PRAGMA journal_mode=WAL")
