@@ -342,13 +342,19 @@ class Database:
         return self.read("db_now", lambda conn: conn.scalar(sa.select(db_now())))
 
     def winners(
-        self, conn: sa.Connection, stmt: sa.Update, table: sa.Table, expected: Mapping[int, int]
+        self,
+        conn: sa.Connection,
+        stmt: sa.Update,
+        table: sa.Table,
+        expected: Mapping[int, int],
+        params: Mapping[str, Any] | None = None,
     ) -> list[int]:
-        """Run a batch version-checked UPDATE of rows ``id -> version read`` and return the ids
-        it changed (see :meth:`Dialect.winners <easyjob.store.dialects.base.Dialect.winners>`:
-        ``RETURNING`` where the database has it, locked rows read back where it has not; on
-        the servers the rows are locked in id order first)."""
-        return self.backend.winners(conn, stmt, table, expected)
+        """Run a batch version-checked UPDATE of rows ``id -> version read`` (with the
+        execution *params* of a statement built once) and return the ids it changed (see
+        :meth:`Dialect.winners <easyjob.store.dialects.base.Dialect.winners>`: ``RETURNING``
+        where the database has it, locked rows read back where it has not; on the servers
+        the rows are locked in id order first)."""
+        return self.backend.winners(conn, stmt, table, expected, params)
 
     def lock_rows(self, conn: sa.Connection, table: sa.Table, ids: Collection[int]) -> None:
         """Lock rows *ids* of *table* until the transaction ends, in id order (see

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,7 +12,7 @@ from sqlalchemy.dialects import mysql
 
 from easyjob.errors import DatabaseUnavailableError
 from easyjob.store.dialects.base import AUTOCOMMITS, Dialect, EngineOptions, rows_to_lock
-from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions, in_list
+from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions, in_named, named_list
 
 __all__ = ["MySQLDialect"]
 
@@ -159,7 +160,12 @@ class MySQLDialect(Dialect):
         return picked
 
     def winners(
-        self, conn: sa.Connection, stmt: sa.Update, table: sa.Table, expected: Mapping[int, int]
+        self,
+        conn: sa.Connection,
+        stmt: sa.Update,
+        table: sa.Table,
+        expected: Mapping[int, int],
+        params: Mapping[str, Any] | None = None,
     ) -> list[int]:
         """The rows the UPDATE would change are first read and locked by primary key
         (``SELECT ... FOR UPDATE`` with the same WHERE: the batch's rows only, never the
@@ -167,15 +173,14 @@ class MySQLDialect(Dialect):
         its version read + 1 afterwards was moved by this statement and no other. (PyMySQL
         reports matched rows, not changed ones, as the rowcount: it only says whether every
         locked row was changed.)"""
-        locked = rows_to_lock(stmt, table).with_hint(table, PRIMARY_KEY_HINT, "mysql")
-        ids = list(conn.scalars(locked))
+        ids = list(conn.scalars(_lock_by_key(stmt, table), params))
         if not ids:
             return []
         # the locked ids as long a list as the batch's (the last repeated): the UPDATE's
         # text then depends on the batch size alone (see easyjob.store.expressions)
-        update = stmt.where(in_list(table.c.id, ids + ids[-1:] * (len(expected) - len(ids))))
-        update = update.with_hint(PRIMARY_KEY_HINT, dialect_name="mysql")
-        changed = conn.execute(update).rowcount
+        listed = ids + ids[-1:] * (len(expected) - len(ids))
+        locked = {**(params or {}), **named_list("locked", listed)}
+        changed = conn.execute(_update_locked(stmt, table), locked).rowcount
         if changed == len(ids):
             return ids
         bumped = {i: expected[i] + 1 for i in ids}
@@ -196,3 +201,18 @@ class MySQLDialect(Dialect):
             yield
         finally:
             conn.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": _SCHEMA_LOCK_NAME})
+
+
+@lru_cache(maxsize=128)
+def _lock_by_key(stmt: sa.Update, table: sa.Table) -> sa.Select[int]:
+    """The lock of *stmt*'s rows by primary key (see :meth:`MySQLDialect.winners`), made once
+    per statement object (see :func:`~easyjob.store.dialects.base.returning_id`)."""
+    return rows_to_lock(stmt, table).with_hint(table, PRIMARY_KEY_HINT, "mysql")
+
+
+@lru_cache(maxsize=128)
+def _update_locked(stmt: sa.Update, table: sa.Table) -> sa.Update:
+    """*stmt* narrowed to the rows :func:`_lock_by_key` locked (the list ``locked``), by
+    primary key, made once per statement object."""
+    update = stmt.where(in_named(table.c.id, "locked"))
+    return update.with_hint(PRIMARY_KEY_HINT, dialect_name="mysql")

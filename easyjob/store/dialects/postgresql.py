@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -191,7 +192,12 @@ class PostgreSQLDialect(Dialect):
         return f"EXTRACT(EPOCH FROM {value})"
 
     def winners(
-        self, conn: sa.Connection, stmt: sa.Update, table: sa.Table, expected: Mapping[int, int]
+        self,
+        conn: sa.Connection,
+        stmt: sa.Update,
+        table: sa.Table,
+        expected: Mapping[int, int],
+        params: Mapping[str, Any] | None = None,
     ) -> list[int]:
         """``UPDATE ... RETURNING id`` whose rows are locked first in id order, in the same
         statement (``WITH locked AS MATERIALIZED (SELECT id ... ORDER BY id FOR UPDATE)
@@ -201,11 +207,7 @@ class PostgreSQLDialect(Dialect):
         serial start's lock of them (``busy_ids``) deadlocked 7 times in 30 s of 4
         saturated nodes, each a second's wait for the detector (``deadlock_timeout``) that
         held up every node's starts behind it."""
-        # MATERIALIZED: the lock is taken once, before the UPDATE joins it (as a subquery the
-        # planner re-ran it for each row the UPDATE found)
-        locked = rows_to_lock(stmt, table).cte("locked").prefix_with("MATERIALIZED")
-        ordered = stmt.where(table.c.id == locked.c.id)
-        return [row[0] for row in conn.execute(ordered.returning(table.c.id))]
+        return [row[0] for row in conn.execute(_locked_first(stmt, table), params)]
 
     def insert_ignore(self, table: sa.Table, conflict: list[str] | None = None) -> sa.Insert:
         from sqlalchemy.dialects import postgresql  # only the URL's database's
@@ -257,3 +259,14 @@ def _unnest(name: str, column: sa.Column[Any], values: list[Any]) -> sa.ColumnEl
     null = None if column.type.none_as_null else "null"
     texts = [null if value is None else json.dumps(value) for value in values]
     return sa.cast(sa.func.unnest(sa.bindparam(name, texts, type_=sa.ARRAY(sa.Text))), column.type)
+
+
+@lru_cache(maxsize=128)
+def _locked_first(stmt: sa.Update, table: sa.Table) -> sa.Update:
+    """*stmt* locking its rows in id order first and returning the ids it changed (see
+    :meth:`PostgreSQLDialect.winners`), made once per statement object (see
+    :func:`~easyjob.store.dialects.base.returning_id`)."""
+    # MATERIALIZED: the lock is taken once, before the UPDATE joins it (as a subquery the
+    # planner re-ran it for each row the UPDATE found)
+    locked = rows_to_lock(stmt, table).cte("locked").prefix_with("MATERIALIZED")
+    return stmt.where(table.c.id == locked.c.id).returning(table.c.id)

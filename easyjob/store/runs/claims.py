@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -13,10 +14,10 @@ import sqlalchemy as sa
 from easyjob.core.admission import Slot, held_back, run_limit
 from easyjob.core.records import Candidate, Run
 from easyjob.core.states import RunStatus, TaskStatus
-from easyjob.store.database import Database, at_versions, status_is
+from easyjob.store.database import Database, status_is
 from easyjob.store.engine import db_now
-from easyjob.store.expressions import in_list, not_in_list
-from easyjob.store.runs.fencing import in_time, moved
+from easyjob.store.expressions import in_named, named_list, not_in_list
+from easyjob.store.runs.fencing import at_read, batch, holder, in_time, moved, timed
 from easyjob.store.runs.reads import claimable_by, read_runs
 from easyjob.store.schema import task_detail_table, task_table
 
@@ -87,26 +88,14 @@ class RunClaims:
         if not candidates:
             return []
         expected = {c.id: c.version for c in candidates}
-        values: dict[str, Any] = {"claim_time": db_now()}
-        if status == RunStatus.RUNNING:
-            values["start_time"] = starts_at()
 
         def write(conn: sa.Connection) -> list[Run]:
             busy = busy_ids(self._db, conn, candidates, exclusive)
             free = {i: v for i, v in expected.items() if i not in busy}
             if not free:
                 return []
-            stmt = (
-                d.update()
-                .where(
-                    at_versions(d, free),
-                    status_is(d.c.status, str(RunStatus.PENDING)),
-                    claimable_by(node_id),
-                    in_time(free, deadlines),
-                )
-                .values(status=str(status), node_id=node_id, version=d.c.version + 1, **values)
-            )
-            won = self._db.winners(conn, stmt, d, free)
+            stmt = _claim_update(status, timed(free, deadlines))
+            won = self._db.winners(conn, stmt, d, free, batch(free, node_id, deadlines))
             return read_runs(conn, won) if won else []
 
         def landed(conn: sa.Connection) -> list[Run] | None:
@@ -207,15 +196,41 @@ def busy_ids(
 def running_slots(conn: sa.Connection, task_ids: Collection[int]) -> dict[int, list[Slot]]:
     """The runs of *task_ids* RUNNING now, by task, as the limit counts them (read afresh:
     the caller has locked the task rows)."""
-    rows = conn.execute(
-        sa.select(d.c.id, d.c.task_id, d.c.fire_time, d.c.shards).where(
-            in_list(d.c.task_id, task_ids), d.c.status == str(RunStatus.RUNNING)
-        )
-    ).all()
+    rows = conn.execute(_running_of_tasks(), named_list("tasks", task_ids)).all()
     running: dict[int, list[Slot]] = {}
     for run_id, task_id, fire_time, shards in rows:
         running.setdefault(task_id, []).append((run_id, fire_time, shards))
     return running
+
+
+@cache
+def _claim_update(status: RunStatus, limited: bool) -> sa.Update:
+    """The claim's version-checked UPDATE of a batch (see :func:`batch`) from PENDING to
+    *status*, for the node ``holder``, before each run's deadline when *limited*: built
+    once per shape, executed with the batch's parameters."""
+    values: dict[str, Any] = {"claim_time": db_now()}
+    if status == RunStatus.RUNNING:
+        values["start_time"] = starts_at()
+    where = [
+        at_read(),
+        status_is(d.c.status, str(RunStatus.PENDING)),
+        claimable_by(holder()),
+    ]
+    if limited:
+        where.append(in_time())
+    return (
+        d.update()
+        .where(*where)
+        .values(status=str(status), node_id=holder(), version=d.c.version + 1, **values)
+    )
+
+
+@cache
+def _running_of_tasks() -> sa.Select[Any]:
+    """The RUNNING runs of the task list ``tasks`` (:func:`running_slots`): built once."""
+    return sa.select(d.c.id, d.c.task_id, d.c.fire_time, d.c.shards).where(
+        in_named(d.c.task_id, "tasks"), d.c.status == str(RunStatus.RUNNING)
+    )
 
 
 def starts_at() -> sa.ColumnElement[datetime]:

@@ -11,17 +11,27 @@ import sqlalchemy as sa
 
 from easyjob.core.records import Run
 from easyjob.core.states import RUN_TRANSITIONS, RunStatus
-from easyjob.store.database import at_versions, per_id, status_is
+from easyjob.store.database import at_versions, status_is
 from easyjob.store.engine import db_now
+from easyjob.store.expressions import (
+    at_named_versions,
+    named_values,
+    named_versions,
+    per_named,
+)
 from easyjob.store.schema import UTCDateTime, task_detail_table
 
 __all__ = [
+    "at_read",
+    "batch",
     "fenced_update",
     "held_at",
+    "holder",
     "in_time",
     "landed_one",
     "moved",
     "one_node",
+    "timed",
     "unchanged",
 ]
 
@@ -30,23 +40,54 @@ d = task_detail_table
 #: The deadline of a run that has none (a far date every database stores).
 _NEVER = datetime(9999, 1, 1, tzinfo=UTC)
 
-
-def in_time(ids: Collection[int], deadlines: Mapping[int, datetime]) -> sa.ColumnElement[bool]:
-    """The WHERE that lets a start (or a claim and start) of runs *ids* land only before each
-    one's deadline (``id -> instant``, from :func:`easyjob.core.admission.start_deadline`), in
-    database time, when the write commits: a write decided in time but retried through an
-    outage does not start a run that its successor has superseded meanwhile."""
-    if not any(i in deadlines for i in ids):
-        return sa.true()
-    every = {i: deadlines.get(i, _NEVER) for i in ids}
-    return db_now() < per_id(d, every, UTCDateTime())
+#: The parameter names of a batch transition (see :func:`batch`).
+_RUNS, _HOLDER, _DEADLINES = "runs", "holder", "deadlines"
 
 
-def held_at(expected: Mapping[int, int], status: RunStatus, node: str) -> sa.ColumnElement[bool]:
-    """The WHERE of a batch transition of runs *node* holds: each row ``id -> version``
-    still at the version read (its fencing token), in *status*, held by *node*."""
-    holder = d.c.node_id == node
-    return sa.and_(at_versions(d, expected), status_is(d.c.status, str(status)), holder)
+def in_time() -> sa.ColumnElement[bool]:
+    """The WHERE that lets a start (or a claim and start) of a batch's runs land only before
+    each one's deadline (the ``deadlines`` of :func:`batch`, from
+    :func:`easyjob.core.admission.start_deadline`), in database time, when the write
+    commits: a write decided in time but retried through an outage does not start a run
+    that its successor has superseded meanwhile."""
+    return db_now() < per_named(d.c.id, _DEADLINES, UTCDateTime())
+
+
+def at_read() -> sa.ColumnElement[bool]:
+    """Each row of a batch (``id -> version``, the ``runs`` of :func:`batch`) still at the
+    version read: its fencing token."""
+    return at_named_versions(d, _RUNS)
+
+
+def held_at(status: RunStatus) -> sa.ColumnElement[bool]:
+    """The WHERE of a batch transition of runs one node holds: each row of the batch still
+    at the version read (:func:`at_read`), in *status*, held by the node (the parameters of
+    :func:`batch`)."""
+    return sa.and_(at_read(), status_is(d.c.status, str(status)), d.c.node_id == holder())
+
+
+def holder() -> sa.BindParameter[str]:
+    """The node of a batch transition (the ``holder`` of :func:`batch`)."""
+    return sa.bindparam(_HOLDER, type_=d.c.node_id.type)
+
+
+def timed(ids: Collection[int], deadlines: Mapping[int, datetime]) -> bool:
+    """Whether a batch of runs *ids* needs :func:`in_time`: one of them has a deadline."""
+    return any(i in deadlines for i in ids)
+
+
+def batch(
+    expected: Mapping[int, int], node: str, deadlines: Mapping[int, datetime] | None = None
+) -> dict[str, Any]:
+    """The execution parameters of a batch transition's statement, built once (its WHERE
+    from :func:`held_at`, :func:`holder` and, when :func:`timed`, :func:`in_time`): the rows
+    ``id -> version read``, the node, and each row's deadline (far off for one that has
+    none)."""
+    params = {**named_versions(_RUNS, expected), _HOLDER: node}
+    if deadlines and timed(expected, deadlines):
+        every = {i: deadlines.get(i, _NEVER) for i in expected}
+        params.update(named_values(_DEADLINES, every))
+    return params
 
 
 def fenced_update(

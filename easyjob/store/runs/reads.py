@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from enum import StrEnum
+from functools import cache
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -14,9 +15,9 @@ import sqlalchemy as sa
 from easyjob.core.pacing import Fates
 from easyjob.core.records import Candidate, Run
 from easyjob.core.states import HELD, Misfire, Overlap, RunStatus, TaskStatus, Trigger
-from easyjob.core.strategies import ReadScope, Share
+from easyjob.core.strategies import ReadScope
 from easyjob.store.database import Database
-from easyjob.store.expressions import in_list, not_in_list
+from easyjob.store.expressions import in_list, in_named, named_list, not_in_named
 from easyjob.store.schema import task_detail_table, task_table
 
 __all__ = ["RunReads", "claimable_by", "read_runs", "read_started"]
@@ -147,25 +148,22 @@ class RunReads:
         same instant are cut by *limit* follows their place in the table (in practice the
         order they were written in)."""
 
+        share = scope.share if scope is not None else None
+        others_by = scope.others_by if scope is not None else None
+        query = _pending_read(
+            bool(exclude),
+            node_id is not None,
+            None if share is None else share.by_task,
+            others_by is not None,
+        )
+        params: dict[str, Any] = {"horizon": horizon, "limit": limit, "reader": node_id}
+        if exclude:
+            params.update(named_list("exclude", exclude))
+        if share is not None:
+            params.update(nodes=share.nodes, rank=share.rank, others_by=others_by)
+
         def read(conn: sa.Connection) -> list[Candidate]:
-            query = (
-                sa.select(*_CANDIDATE_COLUMNS)
-                .join_from(d, t, t.c.id == d.c.task_id)
-                .where(
-                    d.c.status == str(RunStatus.PENDING),
-                    d.c.due_time <= horizon,
-                    t.c.status != str(TaskStatus.PAUSED),
-                )
-                .order_by(d.c.due_time)
-                .limit(limit)
-            )
-            if exclude:
-                query = query.where(not_in_list(d.c.task_id, exclude))
-            if node_id is not None:
-                query = query.where(claimable_by(node_id))
-            if scope is not None and scope.share is not None:
-                query = query.where(_in_scope(scope.share, scope.others_by))
-            found = [_candidate(row) for row in conn.execute(query)]
+            found = [_candidate(row) for row in conn.execute(query, params)]
             found.sort(key=_due_order)
             return found
 
@@ -218,13 +216,18 @@ def _due_order(candidate: Candidate) -> tuple[datetime, int]:
 
 def read_runs(conn: sa.Connection, ids: Collection[int]) -> list[Run]:
     """The runs of *ids*, read afresh with their task's columns, in due order."""
-    query = (
+    return [_run(row) for row in conn.execute(_runs_by_id(), named_list("runs", ids))]
+
+
+@cache
+def _runs_by_id() -> sa.Select[Any]:
+    """The runs of the list ``runs`` with their task's columns, in due order: built once."""
+    return (
         sa.select(*_RUN_COLUMNS)
         .join_from(d, t, t.c.id == d.c.task_id)
-        .where(in_list(d.c.id, ids))
+        .where(in_named(d.c.id, "runs"))
         .order_by(d.c.due_time, d.c.id)
     )
-    return [_run(row) for row in conn.execute(query)]
 
 
 def read_started(
@@ -249,15 +252,51 @@ def read_started(
     return [run for run in map(_run, conn.execute(query)) if (run.task_id, run.fire_time) in wanted]
 
 
-def _in_scope(share: Share, others_by: datetime | None) -> sa.ColumnElement[bool]:
-    """A home run of *share*, or any run due by *others_by*."""
-    key = d.c.task_id + d.c.shard if share.by_task else d.c.id
-    home = (key % share.nodes) == share.rank
-    return home if others_by is None else sa.or_(home, d.c.due_time <= others_by)
+@cache
+def _pending_read(
+    excluding: bool, reader: bool, by_task: bool | None, others: bool
+) -> sa.Select[Any]:
+    """The pending read (see :meth:`RunReads.pending`) in one of its shapes, built once:
+    executed with ``horizon`` and ``limit``; when *excluding*, the task list ``exclude``;
+    with a *reader*, its node ``reader``; with a share (*by_task* not None), its ``nodes``
+    and ``rank``, and with *others*, ``others_by``."""
+    query = (
+        sa.select(*_CANDIDATE_COLUMNS)
+        .join_from(d, t, t.c.id == d.c.task_id)
+        .where(
+            d.c.status == str(RunStatus.PENDING),
+            d.c.due_time <= sa.bindparam("horizon", type_=d.c.due_time.type),
+            t.c.status != str(TaskStatus.PAUSED),
+        )
+        .order_by(d.c.due_time)
+        .limit(sa.bindparam("limit", type_=sa.Integer()))
+    )
+    if excluding:
+        query = query.where(not_in_named(d.c.task_id, "exclude"))
+    if reader:
+        query = query.where(claimable_by(sa.bindparam("reader", type_=d.c.node_id.type)))
+    if by_task is not None:
+        query = query.where(_in_scope(by_task, others))
+    return query
 
 
-def claimable_by(node_id: str) -> sa.ColumnElement[bool]:
-    """Runs *node_id* may claim: any but another node's broadcast run."""
+def _in_scope(by_task: bool, others: bool) -> sa.ColumnElement[bool]:
+    """A home run of the share ``nodes``, ``rank`` (by task and shard, or by run id), or,
+    with *others*, any run due by ``others_by``."""
+    key = d.c.task_id + d.c.shard if by_task else d.c.id
+    nodes, rank = (
+        sa.bindparam("nodes", type_=sa.Integer()),
+        sa.bindparam("rank", type_=sa.Integer()),
+    )
+    home = (key % nodes) == rank
+    if not others:
+        return home
+    return sa.or_(home, d.c.due_time <= sa.bindparam("others_by", type_=d.c.due_time.type))
+
+
+def claimable_by(node_id: str | sa.BindParameter[str]) -> sa.ColumnElement[bool]:
+    """Runs *node_id* (a name, or a parameter holding it) may claim: any but another node's
+    broadcast run."""
     return sa.or_(d.c.target_node.is_(None), d.c.target_node == node_id)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -12,18 +13,21 @@ import sqlalchemy as sa
 from easyjob.core.records import Run
 from easyjob.core.states import RunStatus, Trigger
 from easyjob.core.store_values import BLOCKED, Blocked, Starts
-from easyjob.store.database import Database, per_id
+from easyjob.store.database import Database
 from easyjob.store.engine import db_now
+from easyjob.store.expressions import named_values, per_named
 from easyjob.store.runs.attempts import new_attempt
 from easyjob.store.runs.chains import children_of, completing_ids
 from easyjob.store.runs.claims import busy_ids, starts_at
 from easyjob.store.runs.fencing import (
+    batch,
     fenced_update,
     held_at,
     in_time,
     landed_one,
     moved,
     one_node,
+    timed,
     unchanged,
 )
 from easyjob.store.schema import task_detail_table, task_table
@@ -80,16 +84,9 @@ class RunTransitions:
             free = {i: v for i, v in expected.items() if i not in busy}
             if not free:
                 return outcome(conn, set())
-            stmt = (
-                d.update()
-                .where(held_at(free, RunStatus.CLAIMED, node), in_time(free, deadlines))
-                .values(
-                    status=str(RunStatus.RUNNING),
-                    version=d.c.version + 1,
-                    start_time=starts_at(),
-                )
-            )
-            return outcome(conn, set(self._db.winners(conn, stmt, d, free)))
+            stmt = _start_update(timed(free, deadlines))
+            won = self._db.winners(conn, stmt, d, free, batch(free, node, deadlines))
+            return outcome(conn, set(won))
 
         def outcome(conn: sa.Connection, won: set[int]) -> Starts:
             result: Starts = {r.id: r.bumped(RunStatus.RUNNING) for r in runs if r.id in won}
@@ -121,17 +118,8 @@ class RunTransitions:
         expected = {r.id: r.version for r in runs}
 
         def write(conn: sa.Connection) -> set[int]:
-            stmt = (
-                d.update()
-                .where(held_at(expected, RunStatus.CLAIMED, node))
-                .values(
-                    status=str(RunStatus.PENDING),
-                    version=d.c.version + 1,
-                    node_id=None,
-                    claim_time=None,
-                )
-            )
-            return set(self._db.winners(conn, stmt, d, expected))
+            params = batch(expected, node)
+            return set(self._db.winners(conn, _release_update(), d, expected, params))
 
         def landed(conn: sa.Connection) -> set[int] | None:
             return set(moved(conn, expected, RunStatus.PENDING, None)) or None
@@ -157,17 +145,8 @@ class RunTransitions:
         texts = {r.id: reasons[r.id][:_MAX_ERROR] for r in runs}
 
         def write(conn: sa.Connection) -> set[int]:
-            stmt = (
-                d.update()
-                .where(held_at(expected, RunStatus.CLAIMED, node))
-                .values(
-                    status=str(status),
-                    version=d.c.version + 1,
-                    end_time=db_now(),
-                    error_msg=per_id(d, texts, d.c.error_msg.type),
-                )
-            )
-            return set(self._db.winners(conn, stmt, d, expected))
+            params = {**batch(expected, node), **named_values("reasons", texts)}
+            return set(self._db.winners(conn, _close_update(status), d, expected, params))
 
         def landed(conn: sa.Connection) -> set[int] | None:
             return set(moved(conn, expected, status, node)) or None
@@ -202,12 +181,8 @@ class RunTransitions:
         expected = {r.id: r.version for r in runs}
 
         def write(conn: sa.Connection) -> set[int]:
-            stmt = (
-                d.update()
-                .where(held_at(expected, RunStatus.RUNNING, node))
-                .values(status=str(RunStatus.SUCCESS), version=d.c.version + 1, end_time=db_now())
-            )
-            won = set(self._db.winners(conn, stmt, d, expected))
+            params = batch(expected, node)
+            won = set(self._db.winners(conn, _success_update(), d, expected, params))
             if won:
                 if completing := completing_ids(self._db, conn, [r for r in runs if r.id in won]):
                     children_of(self._db, conn, completing)
@@ -264,6 +239,58 @@ class RunTransitions:
             return True
 
         return self._db.write("run_failed", write, landed=landed_one(run, RunStatus.FAILED))
+
+
+# The batch transitions' version-checked UPDATEs, each built once per shape and executed
+# with its batch's parameters (see easyjob.store.runs.fencing.batch).
+
+
+@cache
+def _start_update(limited: bool) -> sa.Update:
+    """CLAIMED -> RUNNING (before each run's deadline when *limited*)."""
+    where = [held_at(RunStatus.CLAIMED), *([in_time()] if limited else [])]
+    return (
+        d.update()
+        .where(*where)
+        .values(status=str(RunStatus.RUNNING), version=d.c.version + 1, start_time=starts_at())
+    )
+
+
+@cache
+def _release_update() -> sa.Update:
+    """CLAIMED -> PENDING, held by nobody."""
+    return (
+        d.update()
+        .where(held_at(RunStatus.CLAIMED))
+        .values(
+            status=str(RunStatus.PENDING), version=d.c.version + 1, node_id=None, claim_time=None
+        )
+    )
+
+
+@cache
+def _close_update(status: RunStatus) -> sa.Update:
+    """CLAIMED -> *status* (MISSED or SKIPPED), each run with its reason (``reasons``)."""
+    return (
+        d.update()
+        .where(held_at(RunStatus.CLAIMED))
+        .values(
+            status=str(status),
+            version=d.c.version + 1,
+            end_time=db_now(),
+            error_msg=per_named(d.c.id, "reasons", d.c.error_msg.type),
+        )
+    )
+
+
+@cache
+def _success_update() -> sa.Update:
+    """RUNNING -> SUCCESS."""
+    return (
+        d.update()
+        .where(held_at(RunStatus.RUNNING))
+        .values(status=str(RunStatus.SUCCESS), version=d.c.version + 1, end_time=db_now())
+    )
 
 
 def _extras(results: Mapping[int, Any], notes: Mapping[int, str]) -> list[dict[str, Any]]:
