@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from easyjob.core.store_values import AuditEntry
 from easyjob.store.database import Database
-from easyjob.store.engine import db_now
+from easyjob.store.engine import database_time
 from easyjob.store.schema import audit_table
 
 __all__ = ["AuditEntry", "AuditStore"]
@@ -51,7 +51,7 @@ class AuditStore:
         }
 
         def write(conn: sa.Connection) -> int:
-            now = conn.scalar(sa.select(db_now()))
+            now = database_time(conn)
             key = conn.execute(a.insert().values(at=now, **values)).inserted_primary_key
             assert key is not None
             return int(key[0])

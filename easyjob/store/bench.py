@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from easyjob.core.states import RunStatus, Trigger
 from easyjob.errors import ConfigError
 from easyjob.store.database import Database
-from easyjob.store.engine import db_now
+from easyjob.store.engine import database_time, db_now
 from easyjob.store.expressions import at_versions
 from easyjob.store.schema import node_table, task_detail_table, task_table
 
@@ -123,7 +123,7 @@ class BenchStore:
         (database time)."""
 
         def read(conn: sa.Connection) -> int:
-            cutoff = conn.scalar(sa.select(db_now())) - by
+            cutoff = database_time(conn) - by
             query = sa.select(sa.func.count()).where(
                 d.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)]),
                 d.c.due_time < cutoff,
@@ -138,7 +138,7 @@ class BenchStore:
         run. One count per distinct grace."""
 
         def read(conn: sa.Connection) -> int:
-            now = conn.scalar(sa.select(db_now()))
+            now = database_time(conn)
             graces = conn.scalars(sa.select(t.c.misfire_grace_ms).distinct()).all()
             held = d.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)])
             counts = (

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from easyjob.core.calendars import CalendarDay, check_calendar_name, without
 from easyjob.errors import CalendarNotFoundError, ConfigError
 from easyjob.store.database import Database
-from easyjob.store.engine import db_now
+from easyjob.store.engine import database_time
 from easyjob.store.schema import calendar_table
 
 __all__ = ["CalendarStore"]
@@ -42,7 +42,7 @@ class CalendarStore:
             raise ConfigError(f"calendar note too long: {len(note)} characters (at most 1000)")
 
         def write(conn: sa.Connection) -> int:
-            now = conn.scalar(sa.select(db_now()))
+            now = database_time(conn)
             values = {"name": name, "first_day": first, "last_day": last, "note": note}
             result = conn.execute(c.insert().values(**values, create_time=now))
             return int(result.inserted_primary_key[0])  # type: ignore[index]

@@ -23,7 +23,7 @@ from easyjob.errors import (
 from easyjob.store.compat import SCHEMA_VERSION_ROW, VERSION_TABLE, judge, read_versions
 from easyjob.store.dialects import Dialect, dialect_for
 from easyjob.store.dialects.base import NO_COMMIT, array_param
-from easyjob.store.engine import READONLY, create_engine, db_now, safe_url
+from easyjob.store.engine import READONLY, create_engine, database_time, safe_url
 from easyjob.store.expressions import PRIMARY_KEY_HINT, at_versions, per_id, per_key, status_is
 from easyjob.store.retry import RetryPolicy, error_kind, first_line
 from easyjob.store.schema import SCHEMA_VERSION, meta_table, metadata
@@ -339,7 +339,7 @@ class Database:
 
     def now(self) -> Any:
         """The database's current UTC time (aware datetime)."""
-        return self.read("db_now", lambda conn: conn.scalar(sa.select(db_now())))
+        return self.read("db_now", lambda conn: database_time(conn))
 
     def winners(
         self,

@@ -16,6 +16,7 @@ timeouts, read-only sessions, SQLite's ``BEGIN IMMEDIATE`` and write gate) lives
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -30,7 +31,15 @@ from easyjob.errors import DatabaseURLError
 from easyjob.store.dialects import DIALECTS, Dialect, EngineOptions, dialect_for
 from easyjob.store.schema import UTCDateTime
 
-__all__ = ["READONLY", "create_engine", "db_now", "dialect_of", "normalize_url", "safe_url"]
+__all__ = [
+    "READONLY",
+    "create_engine",
+    "database_time",
+    "db_now",
+    "dialect_of",
+    "normalize_url",
+    "safe_url",
+]
 
 #: Execution option for transactions that only read (SQLite then uses a deferred BEGIN).
 READONLY = {"easyjob_readonly": True}
@@ -120,6 +129,16 @@ class db_now(FunctionElement[Any]):
 @compiles(db_now)
 def _now(element: db_now, compiler: SQLCompiler, **kw: Any) -> str:
     return compiled_by(compiler).now_sql()
+
+
+#: ``SELECT`` the database's time: one statement object (its cache key made once).
+_SELECT_NOW = sa.select(db_now())
+
+
+def database_time(conn: sa.Connection) -> datetime:
+    """The database's current UTC time, read on *conn* (in its transaction)."""
+    now: datetime = conn.scalar(_SELECT_NOW)
+    return now
 
 
 def compiled_by(compiler: SQLCompiler) -> Dialect:

@@ -11,7 +11,7 @@ from easyjob.core.records import HistoryRow
 from easyjob.core.states import TERMINAL, RunStatus, Trigger
 from easyjob.core.store_values import Backlog, is_pattern
 from easyjob.store.database import Database
-from easyjob.store.engine import db_now
+from easyjob.store.engine import database_time
 from easyjob.store.schema import task_detail_table, task_table
 from easyjob.store.successes import delete_runs
 
@@ -125,7 +125,7 @@ class HistoryStore:
         oldest go first (index on ``end_time``)."""
 
         def write(conn: sa.Connection) -> int:
-            cutoff = conn.scalar(sa.select(db_now())) - older_than
+            cutoff = database_time(conn) - older_than
             ids = list(
                 conn.scalars(
                     sa.select(d.c.id)
@@ -166,7 +166,7 @@ class HistoryStore:
         ``due_time``. Tasks with none are absent. Served by the index on (status, due_time)."""
 
         def read(conn: sa.Connection) -> tuple[datetime, dict[int, Backlog]]:
-            now = conn.scalar(sa.select(db_now()))
+            now = database_time(conn)
             query = (
                 sa.select(d.c.task_id, sa.func.count(), sa.func.min(d.c.due_time))
                 .where(d.c.status == str(RunStatus.PENDING), d.c.due_time <= now)

@@ -13,7 +13,7 @@ from easyjob.core.states import HELD, NodeStatus, RunStatus
 from easyjob.core.store_values import Heartbeat, Members
 from easyjob.errors import NodeIdInUseError
 from easyjob.store.database import Database
-from easyjob.store.engine import db_now
+from easyjob.store.engine import database_time, db_now
 from easyjob.store.schema import catalog_table, node_table, task_detail_table
 
 __all__ = ["Heartbeat", "NodeStore"]
@@ -57,7 +57,7 @@ class NodeStore:
         :meth:`catalogs`) and named by the row's ``catalog`` column."""
 
         def write(conn: sa.Connection) -> None:
-            now = conn.scalar(sa.select(db_now()))
+            now = database_time(conn)
             if catalog is not None:
                 self._store_catalog(conn, catalog, now)
             stale = sa.false() if dead_after is None else n.c.heartbeat_at < now - dead_after
@@ -134,7 +134,7 @@ class NodeStore:
         or missing row is not touched (``accepted`` False)."""
 
         def write(conn: sa.Connection) -> Heartbeat:
-            now = conn.scalar(sa.select(db_now()))
+            now = database_time(conn)
             live = [str(NodeStatus.RUNNING), str(NodeStatus.STOPPING)]
             values = dict(
                 heartbeat_at=now,
@@ -181,7 +181,7 @@ class NodeStore:
         lock)."""
 
         def stale(conn: sa.Connection) -> sa.ColumnElement[bool]:
-            cutoff = (now or conn.scalar(sa.select(db_now()))) - dead_after
+            cutoff = (now or database_time(conn)) - dead_after
             return sa.and_(n.c.status.in_(_ALIVE), n.c.heartbeat_at < cutoff)
 
         def found(conn: sa.Connection) -> bool:
@@ -207,7 +207,7 @@ class NodeStore:
         *older_than* (database time) and that hold no run; returns how many."""
 
         def write(conn: sa.Connection) -> int:
-            cutoff = conn.scalar(sa.select(db_now())) - older_than
+            cutoff = database_time(conn) - older_than
             holds = sa.exists().where(
                 d.c.node_id == n.c.node_id, d.c.status.in_([str(s) for s in HELD])
             )
@@ -233,7 +233,7 @@ class NodeStore:
         def read(conn: sa.Connection) -> tuple[datetime, list[NodeRow]]:
             query = sa.select(n, db_now().label("db_time")).where(*where).order_by(n.c.node_id)
             rows = list(conn.execute(query).mappings())
-            now = rows[0]["db_time"] if rows else conn.scalar(sa.select(db_now()))
+            now = rows[0]["db_time"] if rows else database_time(conn)
             nodes = []
             for row in rows:
                 values = {k: v for k, v in row.items() if k != "db_time"}

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from easyjob.core.states import RunStatus
 from easyjob.store.database import Database
-from easyjob.store.engine import db_now
+from easyjob.store.engine import database_time
 from easyjob.store.schema import task_detail_table
 
 __all__ = ["HELD_DUE_AFTER", "ProgressStore"]
@@ -49,7 +49,7 @@ class ProgressStore:
         )
 
         def read(conn: sa.Connection) -> dict[str, int]:
-            before = (now if now is not None else conn.scalar(sa.select(db_now()))) - by
+            before = (now if now is not None else database_time(conn)) - by
             query = (
                 sa.select(held.c.node_id, sa.func.count())
                 .where(

@@ -27,7 +27,7 @@ from easyjob.core.states import Misfire, Overlap, TaskStatus
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
 from easyjob.store.ahead import forget_ahead
 from easyjob.store.database import Database
-from easyjob.store.engine import db_now
+from easyjob.store.engine import database_time
 from easyjob.store.runs import skip_unstarted
 from easyjob.store.schema import task_detail_table, task_table
 from easyjob.store.tasks import first_fire
@@ -91,7 +91,7 @@ class ScheduleStore:
             )
 
         def write(conn: sa.Connection) -> None:
-            now = conn.scalar(sa.select(db_now()))
+            now = database_time(conn)
             row = conn.execute(sa.select(t.c.origin, t.c.status).where(t.c.name == name)).first()
             columns = {**spec.columns(), "anchor_time": now if spec.every is not None else None}
             next_time = first_fire(columns, now)
@@ -151,7 +151,7 @@ class ScheduleStore:
                 )
             zone = tz if tz is not None else row["tz"]
             spec = TaskSpec(name=name, func=row["func"], cron=cron, every=every, tz=zone)  # type: ignore[arg-type]
-            now = conn.scalar(sa.select(db_now()))
+            now = database_time(conn)
             columns = {
                 "cron_expr": spec.cron_text,
                 "every_ms": spec.every_ms,
@@ -200,7 +200,7 @@ class ScheduleStore:
                     f"task {name!r} is declared by code: pause it (easyjob pause) or remove it "
                     "from the code"
                 )
-            now = conn.scalar(sa.select(db_now()))
+            now = database_time(conn)
             conn.execute(
                 t.update()
                 .where(t.c.id == row.id)

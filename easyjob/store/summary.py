@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from easyjob.core.states import HELD, RunStatus, TaskStatus
 from easyjob.core.store_values import FailingTask, LateTask, Summary
 from easyjob.store.database import Database
-from easyjob.store.engine import db_now
+from easyjob.store.engine import database_time
 from easyjob.store.schema import node_table, task_detail_table, task_table
 from easyjob.store.successes import counted_tasks
 
@@ -38,7 +38,7 @@ class SummaryStore:
         *late_after*, most late first) and failing tasks (most failures in the window first)."""
 
         def read(conn: sa.Connection) -> Summary:
-            now = conn.scalar(sa.select(db_now()))
+            now = database_time(conn)
             since, late_before = now - window, now - late_after
             total, late = _late(conn, now, late_before, top)
             return Summary(

@@ -7,6 +7,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import cache, cached_property
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,9 +28,16 @@ from easyjob.core.states import Misfire, NodeStatus, RunStatus, TaskStatus, Trig
 from easyjob.errors import TaskDefinitionError, TaskNotFoundError, shown
 from easyjob.store.ahead import forget_ahead
 from easyjob.store.caller import CallerConnections
-from easyjob.store.database import Database, at_versions, per_id, status_is
-from easyjob.store.engine import db_now
-from easyjob.store.expressions import not_in_list, unindexed
+from easyjob.store.database import Database, status_is
+from easyjob.store.engine import database_time, db_now
+from easyjob.store.expressions import (
+    at_named_versions,
+    named_values,
+    named_versions,
+    not_in_list,
+    per_named,
+    unindexed,
+)
 from easyjob.store.parents import parents_of, write_parents
 from easyjob.store.retry import first_line, is_transient
 from easyjob.store.runs import skip_unstarted
@@ -154,7 +162,7 @@ class TaskStore:
         object): only those it finds differing (a child, whose parent's id is written after
         the insert, or a row another node inserted meanwhile from other code) are read and
         updated like the rows found."""
-        now = conn.scalar(sa.select(db_now()))
+        now = database_time(conn)
         names = [spec.name for spec in specs]
         rows = self._by_names(conn, names)
         missing = [spec for spec in specs if spec.name not in rows]
@@ -306,7 +314,7 @@ class TaskStore:
                 raise TaskDefinitionError(
                     f"task {name!r} is FINISHED: its schedule will never fire again"
                 )
-            now = conn.scalar(sa.select(db_now()))
+            now = database_time(conn)
             values: dict[str, Any] = {"status": str(status), "update_time": now}
             if status == TaskStatus.ACTIVE:
                 values["next_start_time"] = first_fire(dict(row._mapping), now)
@@ -468,23 +476,15 @@ class TaskStore:
         ended = str(TaskStatus.FINISHED), str(TaskStatus.ACTIVE)
         status = {a.task_id: ended[a.next_start_time is not None] for a in advances}
         counts = {a.task_id: sum(f.status == RunStatus.PENDING for f in a.fires) for a in advances}
-        stmt = (
-            t.update()
-            .where(
-                at_versions(t, expected),
-                status_is(t.c.status, str(TaskStatus.ACTIVE)),
-            )
-            .values(
-                next_start_time=per_id(t, times, UTCDateTime()),
-                status=per_id(t, status, t.c.status.type),
-                version=t.c.version + 1,
-                node_id=node_id,
-                update_time=db_now(),
-                fire_count=t.c.fire_count + per_id(t, counts, sa.BigInteger()),
-            )
-        )
-        won = self._db.winners(conn, stmt, t, expected)
-        now = conn.scalar(sa.select(db_now()))
+        params = {
+            **named_versions("tasks", expected),
+            **named_values("times", times),
+            **named_values("statuses", status),
+            **named_values("counts", counts),
+            "planner": node_id,
+        }
+        won = self._db.winners(conn, _advance_update(), t, expected, params)
+        now = database_time(conn)
         targets = _broadcast_targets(conn, [i for i in won if by_id[i].broadcast])
         rows = [
             row
@@ -499,24 +499,27 @@ class TaskStore:
             part = [row for row in rows if (row["status"] == str(RunStatus.RUNNING)) == started]
             plain = [row for row in part if row["missed_from"] is None]
             if plain:
-                self._db.backend.insert_rows(conn, self._insert_fires(), plain)
+                self._db.backend.insert_rows(conn, self._insert_fires, plain)
             if carrying := [row for row in part if row["missed_from"] is not None]:
-                self._db.backend.insert_rows(conn, self._insert_carrying(), carrying)
+                self._db.backend.insert_rows(conn, self._insert_carrying, carrying)
         if not begun:
             return Advanced(won, [])
         fires = [(row["task_id"], row["fire_time"]) for row in begun]
         return Advanced(won, read_started(conn, node_id, fires, now))
 
+    @cached_property
     def _insert_fires(self) -> sa.Insert:
         """An INSERT of run rows that skips a row whose cron fire already has one (see
-        :meth:`Dialect.insert_ignore <easyjob.store.dialects.base.Dialect.insert_ignore>`)."""
+        :meth:`Dialect.insert_ignore <easyjob.store.dialects.base.Dialect.insert_ignore>`);
+        built once."""
         return self._db.backend.insert_ignore(d)
 
+    @cached_property
     def _insert_carrying(self) -> sa.Insert:
         """An INSERT of fires that carry a gap (see :mod:`easyjob.core.planner`): a fire
         that already has a row (its task's cursor was moved back over it) gives that row
         the gap, unless it carries one already, so the gap is not lost with the skipped
-        insert."""
+        insert. Built once."""
         return self._db.backend.insert_or_fill(d, _CRON_FIRE, ["missed_from", "missed_count"])
 
     def trigger(
@@ -552,7 +555,7 @@ class TaskStore:
             return self._trigger(conn, request, now)
 
         def write(conn: sa.Connection) -> int:
-            return self._trigger(conn, request, conn.scalar(sa.select(db_now())))
+            return self._trigger(conn, request, database_time(conn))
 
         return self._db.write("trigger_task", write)
 
@@ -601,6 +604,26 @@ def _behind(before: datetime, fenced: bool) -> sa.Exists:
         .with_hint(d, "FORCE INDEX (ix_easy_job_task_detail_task_status)", "mysql")
     )
     return (probe.offset(0) if fenced else probe).exists()
+
+
+@cache
+def _advance_update() -> sa.Update:
+    """A planner's version-checked advance of the ACTIVE task rows ``tasks``: each one's
+    next start time (``times``; none ends its schedule), its status (``statuses``) and the
+    fires it counts (``counts``), by the node ``planner``. Built once (see
+    :mod:`easyjob.store.expressions`)."""
+    return (
+        t.update()
+        .where(at_named_versions(t, "tasks"), status_is(t.c.status, str(TaskStatus.ACTIVE)))
+        .values(
+            next_start_time=per_named(t.c.id, "times", UTCDateTime()),
+            status=per_named(t.c.id, "statuses", t.c.status.type),
+            version=t.c.version + 1,
+            node_id=sa.bindparam("planner", type_=t.c.node_id.type),
+            update_time=db_now(),
+            fire_count=t.c.fire_count + per_named(t.c.id, "counts", sa.BigInteger()),
+        )
+    )
 
 
 def _broadcast_targets(conn: sa.Connection, task_ids: Sequence[int]) -> dict[int, list[str]]:
@@ -703,7 +726,7 @@ def _unwritten(
     schedule it declared, every other column it sets, a pause). The ids of the rows found
     are added to *ids*. Reads only the columns a spec sets, compared as tuples."""
     keys = [key for key in specs[0].columns() if key not in _DECLARED]
-    cutoff = conn.scalar(sa.select(db_now())) - SEEN_REFRESH
+    cutoff = database_time(conn) - SEEN_REFRESH
     query = sa.select(
         t.c.id,
         t.c.name,

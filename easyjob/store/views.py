@@ -17,7 +17,7 @@ from easyjob.core.records import TaskRow
 from easyjob.core.states import TERMINAL, RunStatus, Trigger
 from easyjob.core.store_values import Activity, Bucket, LastOutcome
 from easyjob.store.database import Database
-from easyjob.store.engine import compiled_by, db_now
+from easyjob.store.engine import compiled_by, database_time
 from easyjob.store.history import name_matches
 from easyjob.store.parents import parents_of
 from easyjob.store.schema import UTCDateTime, task_detail_table, task_table
@@ -171,7 +171,7 @@ class ViewStore:
         width_s = width.total_seconds()
 
         def read(conn: sa.Connection) -> Activity:
-            now = conn.scalar(sa.select(db_now()))
+            now = database_time(conn)
             start = now - window
             since = sa.literal(start, UTCDateTime())
             index = _floor((_epoch(d.c.end_time) - _epoch(since)) / width_s).label("bucket")

@@ -259,7 +259,6 @@ def returning_id(stmt: sa.Update, table: sa.Table) -> sa.Update:
     return stmt.returning(table.c.id)
 
 
-@lru_cache(maxsize=128)
 def rows_to_lock(stmt: sa.Update, table: sa.Table) -> sa.Select[int]:
     """The ids of the rows of *table* the UPDATE *stmt* would change (its WHERE), in id order,
     locked (``FOR UPDATE``): how a dialect's :meth:`Dialect.winners` locks a batch's rows in

@@ -232,15 +232,14 @@ class PostgreSQLDialect(Dialect):
         rows, and skips an INSERT with ON CONFLICT and no RETURNING."""
         if not rows:
             return
-        keys = list(rows[0])
+        keys = tuple(rows[0])
+        stmt = _insert_arrays(insert, keys)
         table = insert.table
         assert isinstance(table, sa.Table)
-        columns = [table.c[key] for key in keys]
-        arrays = [
-            _unnest(array_param(key), column, [row[key] for row in rows])
-            for key, column in zip(keys, columns, strict=True)
-        ]
-        conn.execute(insert.from_select(columns, sa.select(*arrays)))
+        params = {
+            array_param(key): _array_of(table.c[key], [row[key] for row in rows]) for key in keys
+        }
+        conn.execute(stmt, params)
 
     @contextmanager
     def schema_lock(self, conn: sa.Connection) -> Iterator[None]:
@@ -248,17 +247,36 @@ class PostgreSQLDialect(Dialect):
         yield
 
 
-def _unnest(name: str, column: sa.Column[Any], values: list[Any]) -> sa.ColumnElement[Any]:
-    """``unnest`` of *values* bound as one array of *column*'s type. A JSON column's values
-    go as JSON text, cast back: a JSON array among them (a task's ``accepts``) would be
-    taken for another dimension of the array, and rows of different lengths refused
-    ("malformed array literal"). None is SQL NULL where the column says so, else JSON
-    ``null``, as SQLAlchemy writes it."""
+@lru_cache(maxsize=128)
+def _insert_arrays(insert: sa.Insert, keys: tuple[str, ...]) -> sa.Insert:
+    """*insert* from the arrays of the columns *keys* (see
+    :meth:`PostgreSQLDialect.insert_rows`), made once per statement object and set of
+    columns, executed with each column's values as :func:`_array_of`."""
+    table = insert.table
+    assert isinstance(table, sa.Table)
+    columns = [table.c[key] for key in keys]
+    arrays = [_unnest(array_param(key), column) for key, column in zip(keys, columns, strict=True)]
+    return insert.from_select(columns, sa.select(*arrays))
+
+
+def _unnest(name: str, column: sa.Column[Any]) -> sa.ColumnElement[Any]:
+    """``unnest`` of the array parameter *name* of *column*'s values (:func:`_array_of`). A
+    JSON column's values go as JSON text, cast back: a JSON array among them (a task's
+    ``accepts``) would be taken for another dimension of the array, and rows of different
+    lengths refused ("malformed array literal")."""
     if not isinstance(column.type, sa.JSON):
-        return sa.func.unnest(sa.bindparam(name, values, type_=sa.ARRAY(column.type)))
+        return sa.func.unnest(sa.bindparam(name, type_=sa.ARRAY(column.type)))
+    return sa.cast(sa.func.unnest(sa.bindparam(name, type_=sa.ARRAY(sa.Text))), column.type)
+
+
+def _array_of(column: sa.Column[Any], values: list[Any]) -> list[Any]:
+    """*values* as :func:`_unnest` binds them for *column*: as they are, or, for a JSON
+    column, as JSON texts (None is SQL NULL where the column says so, else JSON ``null``,
+    as SQLAlchemy writes it)."""
+    if not isinstance(column.type, sa.JSON):
+        return values
     null = None if column.type.none_as_null else "null"
-    texts = [null if value is None else json.dumps(value) for value in values]
-    return sa.cast(sa.func.unnest(sa.bindparam(name, texts, type_=sa.ARRAY(sa.Text))), column.type)
+    return [null if value is None else json.dumps(value) for value in values]
 
 
 @lru_cache(maxsize=128)

@@ -77,13 +77,17 @@ def timed(ids: Collection[int], deadlines: Mapping[int, datetime]) -> bool:
 
 
 def batch(
-    expected: Mapping[int, int], node: str, deadlines: Mapping[int, datetime] | None = None
+    expected: Mapping[int, int],
+    node: str | None = None,
+    deadlines: Mapping[int, datetime] | None = None,
 ) -> dict[str, Any]:
     """The execution parameters of a batch transition's statement, built once (its WHERE
-    from :func:`held_at`, :func:`holder` and, when :func:`timed`, :func:`in_time`): the rows
-    ``id -> version read``, the node, and each row's deadline (far off for one that has
-    none)."""
-    params = {**named_versions(_RUNS, expected), _HOLDER: node}
+    from :func:`at_read` or :func:`held_at`, :func:`holder` and, when :func:`timed`,
+    :func:`in_time`): the rows ``id -> version read``, the node, and each row's deadline
+    (far off for one that has none)."""
+    params = named_versions(_RUNS, expected)
+    if node is not None:
+        params[_HOLDER] = node
     if deadlines and timed(expected, deadlines):
         every = {i: deadlines.get(i, _NEVER) for i in expected}
         params.update(named_values(_DEADLINES, every))

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from functools import cache
 
 import sqlalchemy as sa
 
 from easyjob.core.states import RunStatus, Trigger
-from easyjob.store.database import Database, at_versions, per_id, status_is
+from easyjob.store.database import Database, at_versions, status_is
 from easyjob.store.engine import db_now
+from easyjob.store.expressions import named_values, per_named
+from easyjob.store.runs.fencing import at_read, batch
 from easyjob.store.schema import task_detail_table
 
 __all__ = ["RunMisfires", "skip_unstarted"]
@@ -35,17 +38,8 @@ class RunMisfires:
         reasons = {run_id: why[:_MAX_ERROR] for run_id, (_, why) in runs.items()}
 
         def write(conn: sa.Connection) -> set[int]:
-            stmt = (
-                d.update()
-                .where(at_versions(d, expected), status_is(d.c.status, str(RunStatus.PENDING)))
-                .values(
-                    status=str(RunStatus.MISSED),
-                    version=d.c.version + 1,
-                    end_time=db_now(),
-                    error_msg=per_id(d, reasons, d.c.error_msg.type),
-                )
-            )
-            return set(self._db.winners(conn, stmt, d, expected))
+            params = {**batch(expected), **named_values("reasons", reasons)}
+            return set(self._db.winners(conn, _miss_update(), d, expected, params))
 
         def landed(conn: sa.Connection) -> set[int] | None:
             moved = conn.scalars(
@@ -57,6 +51,22 @@ class RunMisfires:
             return set(moved) or None
 
         return self._db.write("miss_pending", write, landed=landed)
+
+
+@cache
+def _miss_update() -> sa.Update:
+    """PENDING -> MISSED for the runs ``runs`` still at the version read, each with its
+    reason (``reasons``): built once (see :mod:`easyjob.store.expressions`)."""
+    return (
+        d.update()
+        .where(at_read(), status_is(d.c.status, str(RunStatus.PENDING)))
+        .values(
+            status=str(RunStatus.MISSED),
+            version=d.c.version + 1,
+            end_time=db_now(),
+            error_msg=per_named(d.c.id, "reasons", d.c.error_msg.type),
+        )
+    )
 
 
 def skip_unstarted(

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from easyjob.core.records import HeldRun
 from easyjob.core.states import HELD, RunStatus, Trigger
 from easyjob.store.database import Database
-from easyjob.store.engine import db_now
+from easyjob.store.engine import database_time
 from easyjob.store.runs.attempts import new_attempt
 from easyjob.store.runs.chains import children_of
 from easyjob.store.schema import node_table, task_detail_table, task_table
@@ -56,7 +56,7 @@ class RunRecovery:
         ran out) are judged by its heartbeat like any other's."""
 
         def read(conn: sa.Connection) -> list[HeldRun]:
-            cutoff = (now or conn.scalar(sa.select(db_now()))) - dead_after
+            cutoff = (now or database_time(conn)) - dead_after
             query = (
                 sa.select(*_HELD_COLUMNS)
                 .join_from(d, n, n.c.node_id == d.c.node_id, isouter=True)
@@ -114,7 +114,7 @@ class RunRecovery:
         taken back is appended to *recovered* with the id of its new attempt."""
 
         def write(conn: sa.Connection) -> list[int]:
-            now = conn.scalar(sa.select(db_now()))
+            now = database_time(conn)
             created = []
             ended = []
             for run in runs:

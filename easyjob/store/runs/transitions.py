@@ -14,7 +14,7 @@ from easyjob.core.records import Run
 from easyjob.core.states import RunStatus, Trigger
 from easyjob.core.store_values import BLOCKED, Blocked, Starts
 from easyjob.store.database import Database
-from easyjob.store.engine import db_now
+from easyjob.store.engine import database_time, db_now
 from easyjob.store.expressions import named_values, per_named
 from easyjob.store.runs.attempts import new_attempt
 from easyjob.store.runs.chains import children_of, completing_ids
@@ -220,7 +220,7 @@ class RunTransitions:
                 why = f"parent run {run.id} failed"
                 children_of(self._db, conn, [run.id], RunStatus.SKIPPED, why)
             else:
-                now = conn.scalar(sa.select(db_now()))
+                now = database_time(conn)
                 new_attempt(
                     conn,
                     run.task_id,
