@@ -339,7 +339,7 @@ class Database:
 
     def now(self) -> Any:
         """The database's current UTC time (aware datetime)."""
-        return self.read("db_now", lambda conn: database_time(conn))
+        return self.read("db_now", database_time)
 
     def winners(
         self,

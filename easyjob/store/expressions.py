@@ -85,17 +85,13 @@ def padded(values: Sequence[Any]) -> list[Any]:
 def in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.ColumnElement[bool]:
     """``column IN values`` in a shape drivers cache: ``column = ANY(:array)`` on
     PostgreSQL, an IN list padded to a power of two elsewhere (see the module)."""
-    listed = list(values)
-    array = sa.bindparam(None, listed, type_=sa.ARRAY(column.type))
-    return _Choice(column == sa.any_(array), column.in_(_expanding(padded(listed), column.type)))
+    return _in(column, *_bound_list(column, values))
 
 
 def in_named(column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
     """``column IN`` the list passed at execution as :func:`named_list` *name*: the shape
     of :func:`in_list` for a statement built once and executed with its values."""
-    array = sa.bindparam(f"{name}_array", type_=sa.ARRAY(column.type))
-    listed = sa.bindparam(f"{name}_list", type_=column.type, expanding=True)
-    return _Choice(column == sa.any_(array), column.in_(listed))
+    return _in(column, *_named_list(column, name))
 
 
 def named_list(name: str, values: Collection[Any]) -> dict[str, Any]:
@@ -104,19 +100,44 @@ def named_list(name: str, values: Collection[Any]) -> dict[str, Any]:
     return {f"{name}_array": listed, f"{name}_list": padded(listed)}
 
 
+def not_in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.ColumnElement[bool]:
+    """``column NOT IN values`` (*column* never NULL), shaped as :func:`in_list`."""
+    return _not_in(column, *_bound_list(column, values))
+
+
 def not_in_named(column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
     """``column NOT IN`` the list passed at execution as :func:`named_list` *name* (*column*
     never NULL): :func:`not_in_list` for a statement built once."""
-    array = sa.bindparam(f"{name}_array", type_=sa.ARRAY(column.type))
-    listed = sa.bindparam(f"{name}_list", type_=column.type, expanding=True)
+    return _not_in(column, *_named_list(column, name))
+
+
+def _in(
+    column: sa.ColumnElement[Any], array: sa.BindParameter[Any], listed: sa.BindParameter[Any]
+) -> sa.ColumnElement[bool]:
+    return _Choice(column == sa.any_(array), column.in_(listed))
+
+
+def _not_in(
+    column: sa.ColumnElement[Any], array: sa.BindParameter[Any], listed: sa.BindParameter[Any]
+) -> sa.ColumnElement[bool]:
     return _Choice(column != sa.all_(array), column.not_in(listed))
 
 
-def not_in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.ColumnElement[bool]:
-    """``column NOT IN values`` (*column* never NULL), shaped as :func:`in_list`."""
+def _bound_list(
+    column: sa.ColumnElement[Any], values: Collection[Any]
+) -> tuple[sa.BindParameter[Any], sa.BindParameter[Any]]:
+    """*values* bound as an array of *column*'s type and as a padded expanding list."""
     listed = list(values)
     array = sa.bindparam(None, listed, type_=sa.ARRAY(column.type))
-    return _Choice(column != sa.all_(array), column.not_in(_expanding(padded(listed), column.type)))
+    return array, _expanding(padded(listed), column.type)
+
+
+def _named_list(
+    column: sa.ColumnElement[Any], name: str
+) -> tuple[sa.BindParameter[Any], sa.BindParameter[Any]]:
+    """The array and the expanding list parameters of :func:`named_list` *name*."""
+    array = sa.bindparam(f"{name}_array", type_=sa.ARRAY(column.type))
+    return array, sa.bindparam(f"{name}_list", type_=column.type, expanding=True)
 
 
 def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElement[bool]:
@@ -124,11 +145,12 @@ def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElemen
     version-checked UPDATE (the primary key narrows the batch; the row-value IN checks each
     row). One text per statement on PostgreSQL (two arrays), at most log2(batch) + 1
     elsewhere (see the module)."""
-    ids, versions = list(expected), list(expected.values())
+    versions = list(expected.values())
+    id_array, id_list = _bound_list(table.c.id, expected)
     return _at_versions(
         table,
-        in_list(table.c.id, ids),
-        sa.bindparam(None, ids, type_=sa.ARRAY(table.c.id.type)),
+        _in(table.c.id, id_array, id_list),
+        id_array,  # the list's own array: the ids go once
         sa.bindparam(None, versions, type_=sa.ARRAY(table.c.version.type)),
         _expanding(padded(list(expected.items())), _pair_type(table)),
     )
@@ -138,10 +160,11 @@ def at_named_versions(table: sa.Table, name: str) -> sa.ColumnElement[bool]:
     """:func:`at_versions` for a statement built once and executed with the rows passed as
     :func:`named_versions` *name*: building a batch UPDATE and its cache key cost SQLAlchemy
     more than sending it (0.6-1.0 ms a statement, issue 25)."""
+    id_array, id_list = _named_list(table.c.id, name)
     return _at_versions(
         table,
-        in_named(table.c.id, name),
-        sa.bindparam(f"{name}_ids", type_=sa.ARRAY(table.c.id.type)),
+        _in(table.c.id, id_array, id_list),
+        id_array,  # the list's own array: the ids go once
         sa.bindparam(f"{name}_versions", type_=sa.ARRAY(table.c.version.type)),
         sa.bindparam(f"{name}_pairs", type_=_pair_type(table), expanding=True),
     )
@@ -149,10 +172,8 @@ def at_named_versions(table: sa.Table, name: str) -> sa.ColumnElement[bool]:
 
 def named_versions(name: str, expected: Mapping[int, int]) -> dict[str, Any]:
     """The execution parameters of :func:`at_named_versions` *name*: rows ``id -> version``."""
-    ids = list(expected)
     return {
-        **named_list(name, ids),
-        f"{name}_ids": ids,
+        **named_list(name, expected),
         f"{name}_versions": list(expected.values()),
         f"{name}_pairs": padded(list(expected.items())),
     }
