@@ -21,18 +21,12 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from easyjob.core.admission import facts_of, start_deadline
-from easyjob.core.records import Candidate, TaskSpec
+from easyjob.core.records import TaskSpec
+from easyjob.node.writer import RunWriter
 from easyjob.store import Store
 from easyjob.store.schema import task_detail_table as d
 
 T = TypeVar("T")
-
-
-def _deadlines(candidates: list[Candidate]) -> dict[int, Any]:
-    """Each run's admission deadline, as the node's writer passes them with a claim."""
-    found = {c.id: start_deadline(facts_of(c)) for c in candidates}
-    return {run_id: at for run_id, at in found.items() if at is not None}
 
 
 def main(argv: list[str]) -> int:
@@ -73,17 +67,10 @@ def main(argv: list[str]) -> int:
 
     horizon = now + timedelta(seconds=2)
     runs = 0
+    writer = RunWriter(store, "n1")  # the loader's: it adds each run's admission deadline
     while found := timed("pending", store.runs.pending, horizon, batch, node_id="n1"):
-        deadlines = timed("deadlines", _deadlines, found)
         serial = {c.id for c in found}
-        won = timed(
-            "claim_started",
-            store.runs.claim_started,
-            "n1",
-            found,
-            exclusive=serial,
-            deadlines=deadlines,
-        )
+        won = timed("claim_started", writer.claim_started, found, exclusive=serial)
         timed("finish", store.runs.finish_many, won)
         runs += len(won)
     store.close()
