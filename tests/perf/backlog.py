@@ -33,11 +33,19 @@ _CHUNK = 5000
 
 
 def fill(
-    store: Store, tasks: int, ahead: int, behind: int, *, history: int = 2, due_every: int = 5
+    store: Store,
+    tasks: int,
+    ahead: int,
+    behind: int,
+    *,
+    history: int = 2,
+    due_every: int = 5,
+    statistics: bool = True,
 ) -> datetime:
     """Write the catalogue and the runs (see the module docstring; one task in *due_every*
-    is due); returns the instant the fires are counted from (database time, whole seconds).
-    Reuses a database filled before."""
+    is due), with the statistics taken unless not *statistics* (a cluster minutes old,
+    before autovacuum's first ANALYZE); returns the instant the fires are counted from
+    (database time, whole seconds). Reuses a database filled before."""
     count = store.db.read("count", lambda c: c.scalar(sa.select(sa.func.count()).select_from(t)))
     if count:
         first = sa.select(sa.func.min(t.c.next_start_time))
@@ -62,7 +70,8 @@ def fill(
             conn.execute(d.insert(), rows[start : start + _CHUNK])
 
     store.db.write("fill", write)
-    analyze(store)
+    if statistics:
+        analyze(store)
     return now
 
 

@@ -193,7 +193,7 @@ def _give_up(
     if done.rowcount != 1:
         return False
     conn.execute(t.update().where(t.c.id == run.task_id).values(fail_count=t.c.fail_count + 1))
-    children_of(db, conn, [run.id], RunStatus.SKIPPED, f"parent run {run.id} failed")
+    children_of(db, conn, [run], RunStatus.SKIPPED, f"parent run {run.id} failed")
     return True
 
 

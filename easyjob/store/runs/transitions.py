@@ -17,7 +17,7 @@ from easyjob.store.database import Database
 from easyjob.store.engine import database_time, db_now
 from easyjob.store.expressions import named_values, per_named
 from easyjob.store.runs.attempts import new_attempt
-from easyjob.store.runs.chains import children_of, completing_ids
+from easyjob.store.runs.chains import children_of, completing_runs
 from easyjob.store.runs.claims import busy_ids, starts_at
 from easyjob.store.runs.fencing import (
     batch,
@@ -169,7 +169,7 @@ class RunTransitions:
         out meanwhile) is left alone and its children not made. The task rows are not
         written: a task's success count is read from the history (see
         :mod:`easyjob.store.successes`); only a batch with shards of a sharded fire locks
-        its tasks' rows (see :func:`completing_ids`).
+        its tasks' rows (see :func:`completing_runs`).
 
         *results* (run id -> a JSON value, checked and capped by the caller; see
         :mod:`easyjob.core.outcome`) go to ``result`` and *notes* (run id -> why a value was
@@ -184,7 +184,7 @@ class RunTransitions:
             params = batch(expected, node)
             won = set(self._db.winners(conn, _success_update(), d, expected, params))
             if won:
-                if completing := completing_ids(self._db, conn, [r for r in runs if r.id in won]):
+                if completing := completing_runs(self._db, conn, [r for r in runs if r.id in won]):
                     children_of(self._db, conn, completing)
                 _write_extras(conn, [row for row in extras if row["rid"] in won])
             return won
@@ -218,7 +218,7 @@ class RunTransitions:
             )
             if retry_in is None:
                 why = f"parent run {run.id} failed"
-                children_of(self._db, conn, [run.id], RunStatus.SKIPPED, why)
+                children_of(self._db, conn, [run], RunStatus.SKIPPED, why)
             else:
                 now = database_time(conn)
                 new_attempt(
