@@ -155,6 +155,13 @@ class Dispatcher:
                 return 0
             return self._table.room(self._room, self._clock.monotonic(), behind)
 
+    def startable(self, by: datetime) -> int:
+        """Workers free at database time *by* once the runs waiting here and due by then
+        have taken theirs (0 once the node is stopping): how many runs due by then could
+        start here at once, kept for no one (see :meth:`reserve`)."""
+        with self._lock:
+            return 0 if self._closed else self._table.startable(by)
+
     def reserve(self, most: int, by: datetime) -> int:
         """Keep up to *most* of the workers free at database time *by* (once the runs
         waiting here and due by then have taken theirs) for runs the caller is about to
