@@ -427,7 +427,7 @@ def test_a_burst_beyond_the_workers_is_read_for_the_free_workers(
     for _ in range(25):
         reads.clear()
         ending = node.pool.running()[:2]
-        node.pool.finish(keep=lambda name: name not in ending)
+        node.pool.finish(keep=lambda name, ending=ending: name not in ending)
         node.tick(0.0)
         assert max(reads, default=0) <= 2 * 2, reads  # two workers came free
         if not node.pool.running():
