@@ -143,9 +143,9 @@ def _named_list(
 
 def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElement[bool]:
     """Rows ``id -> version`` still at the version read: the WHERE of every batch
-    version-checked UPDATE (the primary key narrows the batch; the row-value IN checks each
-    row). One text per statement on PostgreSQL (two arrays), at most log2(batch) + 1
-    elsewhere (see the module)."""
+    version-checked UPDATE (the primary key narrows the batch; each row's version is then
+    checked, see :func:`_at_versions`). One text per statement on PostgreSQL (two arrays),
+    at most log2(batch) + 1 elsewhere (see the module)."""
     versions = list(expected.values())
     id_array, id_list = _bound_list(table.c.id, expected)
     return _at_versions(
@@ -194,9 +194,8 @@ def _at_versions(
     without statistics yet), ran as a nested loop: batch x batch comparisons, 6 ms of a
     saturated planner's advance of 200 tasks. Elsewhere a row-value IN over padded
     pairs."""
-    position = sa.func.array_position(id_array, table.c.id)
-    listed = table.c.version == sa.type_coerce(
-        Grouping(version_array)[position], table.c.version.type
+    listed = table.c.version == _looked_up(
+        table.c.id, id_array, version_array, table.c.version.type
     )
     pair = sa.tuple_(table.c.id, table.c.version)
     return sa.and_(by_id, _Choice(listed, pair.in_(pairs)))
@@ -284,10 +283,21 @@ def _per_key(
     listed: sa.BindParameter[Any],
     value_type: sa.types.TypeEngine[Any],
 ) -> sa.ColumnElement[Any]:
+    lookup = _Lookup(column, mapping, keys, listed, value_type)
+    return _Choice(_looked_up(column, key_array, value_array, value_type), lookup, value_type)
+
+
+def _looked_up(
+    column: sa.ColumnElement[Any],
+    key_array: sa.BindParameter[Any],
+    value_array: sa.BindParameter[Any],
+    value_type: sa.types.TypeEngine[Any],
+) -> sa.ColumnElement[Any]:
+    """PostgreSQL's value of each row's *column* in bound arrays of keys and values:
+    ``(:values)[array_position(:keys, column)]``, NULL for a key not there."""
     position = sa.func.array_position(key_array, column)
     looked_up = Grouping(value_array)[position]  # "$1::text[][i]" would not parse
-    lookup = _Lookup(column, mapping, keys, listed, value_type)
-    return _Choice(sa.type_coerce(looked_up, value_type), lookup, value_type)
+    return sa.type_coerce(looked_up, value_type)
 
 
 def _expanding(values: list[Any], type_: Any) -> sa.BindParameter[Any]:
