@@ -6,7 +6,8 @@ write (within LEAD of their due time, a worker free for each) take their worker 
 once and are called at their due time. Each round of the thread (:meth:`step`):
 
 1. writes the outcomes of jobs that returned (successes in one batch, failures one by
-   one), then frees their workers;
+   one); their workers came free when the functions returned (the runs stay held here
+   until their outcomes are written);
 2. writes a timeout for each job past its task's timeout: the run is FAILED (or retried)
    at once and its cancellation flag set; the thread cannot be killed, so it keeps its
    worker, counted as *stuck*, until the function returns;
@@ -117,7 +118,8 @@ class Dispatcher:
         self._retry = timedelta(seconds=min(config.poll, 0.5))
         self._room = Room(lookahead_s=config.lookahead_s, max_held=config.max_held)
         self._behind = timedelta(seconds=config.poll)  # see Timetable.room
-        # told whether a run that may have children succeeded, and how many runs ended
+        # told as each job returns (a worker came free), and when a run that may have
+        # children succeeded (they are written due now)
         self._on_free = on_free
         self._on_busy = on_busy  # told when a job starts while none ran (the cancel watch)
         #: tasks this node's code declares a child of (resolved names): their successes
@@ -207,20 +209,22 @@ class Dispatcher:
         return [r for r in runs if won is not None and r.id in won]
 
     def counts(self) -> dict[str, int]:
-        """Runs waiting, running and stuck now; writes given up so far."""
+        """Runs waiting, running, ending (returned, outcome not written yet) and stuck now;
+        writes given up so far."""
         with self._lock:
             table = self._table
             return {
                 "waiting": table.waiting,
                 "running": table.running,
+                "ending": table.ending,
                 "stuck": table.stuck,
                 "given_up": self.writer.given_up,
             }
 
     def load(self) -> tuple[int, int, int]:
-        """Runs held (waiting or running), running, and stuck now."""
+        """Runs held (waiting, running or ending), running, and stuck now."""
         now = self.counts()
-        return now["waiting"] + now["running"], now["running"], now["stuck"]
+        return now["waiting"] + now["running"] + now["ending"], now["running"], now["stuck"]
 
     def alive(self) -> bool:
         """Whether the dispatcher thread runs (or has not been started yet)."""
@@ -290,10 +294,15 @@ class Dispatcher:
         self._lock.notify_all()
 
     def _returned(self, run: Run, outcome: Outcome, seconds: float) -> None:
-        """A job's function returned (on its worker thread)."""
+        """A job's function returned (on its worker thread): its worker is free for the
+        next run now, while this thread writes the outcome (the run stays held until
+        then)."""
         with self._lock:
+            self._table.returned(run.id, seconds)
             self._outcomes.append((run, outcome, seconds))
             self._poke()
+        if self._on_free is not None:
+            self._on_free(False, 1)
 
     def step(self) -> float | None:
         """One round (see the module docstring); returns the seconds until the next thing
@@ -347,12 +356,11 @@ class Dispatcher:
             self._metrics.run_finished(run.task_name, ended, seconds)
         with self._lock:
             self.completed += written
-            for run, _, seconds in outcomes:
-                self._table.finished(run.id, seconds)
+            for run, _, _ in outcomes:
+                self._table.finished(run.id)
             self._poke()
-        if self._on_free is not None:
-            children = any(run.task_name in self._parents for run, _, _ in wins)
-            self._on_free(children, len(outcomes))
+        if self._on_free is not None and any(run.task_name in self._parents for run, _, _ in wins):
+            self._on_free(True, 0)  # their children are written due now
 
     def _time_out(self) -> None:
         mono = self._clock.monotonic()

@@ -413,11 +413,12 @@ class Node:
             problems=lambda: self.health.problems() if self._threads_started else [],
         )
 
-    def _freed(self, children: bool, ended: int) -> None:
-        """The dispatcher's word that *ended* runs ended (*children*: one that has child
-        tasks succeeded): the loader and the planner may start runs on the workers freed."""
-        self.loader.freed(children, ended)
-        self.planner.freed(ended)
+    def _freed(self, children: bool, workers: int) -> None:
+        """The dispatcher's word that *workers* came free (jobs returned), or (*children*)
+        that a run whose task has child tasks succeeded: the loader and the planner may
+        start runs on the workers freed."""
+        self.loader.freed(children, workers)
+        self.planner.freed(workers)
 
     def stop(self) -> None:
         """Graceful shutdown (idempotent and thread-safe: a call while another stops the

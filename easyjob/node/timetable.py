@@ -1,9 +1,13 @@
 """The node's timetable: runs it claimed, until they end (pure: no threads, clock or database).
 
 A run here is *waiting* (claimed, not started: its fire time has not come, no worker is
-free, or runs of the same limited task are ahead of it) or *running* (started, its
-function holds a worker). Only running runs take worker slots: waiting costs nothing but a
-row in memory, so one slow task never blocks the others.
+free, or runs of the same limited task are ahead of it), *running* (started, its
+function holds a worker) or *ending* (its function returned, its outcome not written
+yet). Only running runs take worker slots: waiting costs nothing but a row in memory, so
+one slow task never blocks the others; an ending run's worker is free for the next run
+while its outcome is written (the node's start rate does not wait on the database's
+commit), but the run is still held here, and keeps its place among its limited task's
+runs, until the outcome is written.
 
 Runs of a limited task (overlap ``serial`` or ``skip``, or a ``max_running``: see
 :func:`~easyjob.core.admission.run_limit`) leave the timetable at most its limit at a time
@@ -56,6 +60,7 @@ class Timetable:
         self._held_back: set[int] = set()  # runs that waited for their task's limit
         self._priorities: Counter[int] = Counter()  # waiting runs by priority
         self._running: dict[int, Run] = {}
+        self._ending: dict[int, Run] = {}  # returned, outcome not written: no worker
         self._since: dict[int, float] = {}  # running run -> when it started (monotonic)
         self._stuck: set[int] = set()
         self.mean_run_s = 0.0
@@ -66,7 +71,7 @@ class Timetable:
     # -- what is held -------------------------------------------------------------------
 
     def held_ids(self) -> set[int]:
-        return set(self._waiting) | set(self._running)
+        return set(self._waiting) | set(self._running) | set(self._ending)
 
     @property
     def waiting(self) -> int:
@@ -75,6 +80,11 @@ class Timetable:
     @property
     def running(self) -> int:
         return len(self._running)
+
+    @property
+    def ending(self) -> int:
+        """Runs whose function returned and whose outcome is not written yet."""
+        return len(self._ending)
 
     @property
     def stuck(self) -> int:
@@ -93,9 +103,8 @@ class Timetable:
 
     def tasks_held(self) -> set[int]:
         """Tasks with a run here (waiting or running)."""
-        return {r.task_id for r in self._waiting.values()} | {
-            r.task_id for r in self._running.values()
-        }
+        held = (self._waiting, self._running, self._ending)
+        return {r.task_id for runs in held for r in runs.values()}
 
     def startable(self, now: datetime) -> int:
         """Workers free at database time *now* once the waiting runs already due have
@@ -140,7 +149,7 @@ class Timetable:
             can_start = self.free_workers() + self.workers * room.lookahead_s / expected
         else:
             can_start = float(room.max_held)
-        limit = min(float(room.max_held - len(self._running)), can_start)
+        limit = min(float(room.max_held - len(self._running) - len(self._ending)), can_start)
         return max(0, int(limit) - len(self._waiting))
 
     # -- runs coming and going ----------------------------------------------------------
@@ -303,17 +312,25 @@ class Timetable:
         if run_id in self._running:
             self._stuck.add(run_id)
 
-    def finished(self, run_id: int, seconds: float) -> None:
-        """*run_id*'s function returned after *seconds*: its worker is free again."""
+    def returned(self, run_id: int, seconds: float) -> None:
+        """*run_id*'s function returned after *seconds*: its worker is free again; the run
+        is held, and keeps its limited task's place, until :meth:`finished`."""
         run = self._running.pop(run_id, None)
-        self._held_back.discard(run_id)
         if run is None:
             return
+        self._ending[run_id] = run
         self._since.pop(run_id, None)
         self._stuck.discard(run_id)
-        self._end_out(run)
         weight = 1.0 if self.mean_run_s == 0 else _EWMA
         self.mean_run_s += weight * (seconds - self.mean_run_s)
+
+    def finished(self, run_id: int) -> None:
+        """*run_id*'s outcome is written (or was, at its timeout): it leaves, and the runs
+        of its limited task behind it may go."""
+        run = self._ending.pop(run_id, None)
+        self._held_back.discard(run_id)
+        if run is not None:
+            self._end_out(run)
 
     def _end_out(self, run: Run) -> None:
         """*run* no longer holds a place of its limited task: the runs behind may go."""
@@ -359,7 +376,6 @@ class Timetable:
         self._heap.clear()
         self._gated.clear()
         self._held_back.clear()
-        self._out = {
-            t: kept for t, runs in self._out.items() if (kept := runs & set(self._running))
-        }
+        out = set(self._running) | set(self._ending)
+        self._out = {t: kept for t, runs in self._out.items() if (kept := runs & out)}
         return runs

@@ -11,7 +11,7 @@ from easyjob import scheduled
 from easyjob.core.states import RunStatus, TaskStatus
 from easyjob.registry import Registry
 from easyjob.store.schema import task_detail_table as d
-from tests.node.conftest import Rig, task
+from tests.node.conftest import START, Rig, task
 
 
 def test_a_slow_serial_task_does_not_starve_a_trivial_one(
@@ -198,7 +198,13 @@ def test_a_permanent_write_error_is_given_up_and_the_run_recovered(
     node.clock.advance(3599.5)
     node.tick()
     node.tick(0.5)
-    assert node.node.dispatcher.counts() == {"waiting": 0, "running": 0, "stuck": 0, "given_up": 1}
+    assert node.node.dispatcher.counts() == {
+        "waiting": 0,
+        "running": 0,
+        "ending": 0,
+        "stuck": 0,
+        "given_up": 1,
+    }
     assert [r.status for r in node.history("t")] == [RunStatus.RUNNING]
     node.sql("DROP TRIGGER no_success")
     recovery = node.node.recovery
@@ -353,3 +359,35 @@ def test_a_task_with_max_running_runs_that_many_at_once_and_a_run_missed_waiting
         (r.error_msg or "").endswith("it waits: 2 run(s) of its task are running (max_running 2)")
         for r in missed
     ), [r.error_msg for r in missed]
+
+
+def test_a_worker_is_free_for_the_next_run_while_the_last_outcome_is_written(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    """A job that returned frees its worker at once: the loader claims and starts the next
+    due run on it before the dispatcher has written the outcome (a node's starts no longer
+    wait on the commit of each outcome: in a 20,000-task minute burst on 3 PostgreSQL
+    nodes of 64 workers, a run's slot was held about 20 ms past its return). The run that
+    returned stays the node's until its outcome is written."""
+    task(registry, "a", cron="* * * * *")
+    task(registry, "b", cron="* * * * *")
+    node = rig(workers=1)
+    node.keep = lambda name: True  # the job runs until the test lets it return
+    node.run_for(60.0, step=1.0)  # the minute: both due, one worker
+    minute = START.replace(minute=1, second=0, microsecond=0)
+
+    def fired(name: str) -> list[RunStatus]:
+        return [r.status for r in node.history(name) if r.fire_time == minute]
+
+    (first,) = node.pool.running()
+    second = "b" if first == "a" else "a"
+    assert fired(second) == [RunStatus.PENDING]  # left for want of a worker
+    node.pool.finish()  # the first returns; its outcome is not written yet
+    node.node.loader.step()
+    assert fired(first) == [RunStatus.RUNNING]
+    assert fired(second) == [RunStatus.RUNNING]  # started on the freed worker
+    (returned,) = node.store.history.runs(task=first, status=RunStatus.RUNNING)
+    assert returned.id in node.node.dispatcher.held_ids()  # still the node's meanwhile
+    node.keep = lambda name: False
+    node.tick()
+    assert fired(first) == fired(second) == [RunStatus.SUCCESS]

@@ -43,6 +43,12 @@ def at(second: float) -> datetime:
     return T0 + timedelta(seconds=second)
 
 
+def ended(table: Timetable, run_id: int, seconds: float) -> None:
+    """*run_id*'s function returned after *seconds* and its outcome was written."""
+    table.returned(run_id, seconds)
+    table.finished(run_id)
+
+
 def test_runs_wait_without_a_worker_until_due_then_start_in_due_order() -> None:
     table = Timetable(workers=2)
     runs = [run(1, 3), run(2, 1), run(3, 2)]
@@ -51,7 +57,7 @@ def test_runs_wait_without_a_worker_until_due_then_start_in_due_order() -> None:
     assert table.next_ready() == at(1)
     assert [r.task_id for r in table.pop_due(at(5))] == [2, 3]  # two workers
     assert table.free_workers() == 0 and table.waiting == 1
-    table.finished(runs[1].id, 0.5)
+    ended(table, runs[1].id, 0.5)
     assert [r.task_id for r in table.pop_due(at(5))] == [1]
 
 
@@ -66,7 +72,7 @@ def test_an_exclusive_task_starts_one_run_at_a_time_in_fire_order() -> None:
     assert table.pop_due(at(10.5)) == []
     assert table.pop_due(at(11)) == [first]
     table.started(first, 0.0)
-    table.finished(first.id, 1.0)
+    ended(table, first.id, 1.0)
     assert table.pop_due(at(11)) == [second]
     table.dropped(second)
     assert table.pop_due(at(11)) == [third]
@@ -85,7 +91,7 @@ def test_due_runs_without_a_worker_past_the_grace_are_handed_back() -> None:
     table.add([late], at(5))
     assert table.overdue(at(5.5), GRACE, 5.5) == []
     assert table.overdue(at(6.5), GRACE, 6.5) == [late]
-    table.finished(hog.id, 2.5)
+    ended(table, hog.id, 2.5)
     assert table.overdue(at(9), GRACE, 9) == []
     quick, behind = run(3, 9), run(4, 9)
     table.add([quick, behind], at(9))
@@ -101,7 +107,7 @@ def test_room_follows_what_the_workers_can_start_within_the_window() -> None:
     table.add([run(1, 1)], T0)
     (r,) = table.pop_due(at(1))
     table.started(r, 0.0)
-    table.finished(r.id, 0.5)  # runs take 0.5 s: 4 workers start 16 in 2 s, plus 4 free
+    ended(table, r.id, 0.5)  # runs take 0.5 s: 4 workers start 16 in 2 s, plus 4 free
     assert table.room(room, now=1.0) == 20
     table.add([run(2, 5) for _ in range(15)], T0)
     assert table.room(room, now=1.0) == 5
@@ -121,7 +127,7 @@ def test_drain_hands_back_every_waiting_run() -> None:
     assert table.pop_due(at(5)) == []
     assert table.drain() == [b]
     assert table.held_ids() == {a.id}
-    table.finished(replace(a).id, 1.0)
+    ended(table, replace(a).id, 1.0)
     assert table.held_ids() == set()
 
 
@@ -147,7 +153,7 @@ def test_a_run_claimed_started_takes_its_worker_and_heads_its_serial_task() -> N
     assert table.startable(at(1)) == 1 and table.tasks_held() == {1, 2, 3}
     table.started(begun, 0.0)
     assert table.pop_due(at(3)) == [waiting[0]]  # the serial run waits behind the begun one
-    table.finished(begun.id, 1.0)
+    ended(table, begun.id, 1.0)
     assert table.pop_due(at(3)) == [later]
     assert table.startable(at(3)) == 1 and table.running == 2
 
@@ -162,7 +168,7 @@ def test_a_task_with_max_running_lets_that_many_out_at_once_in_fire_order() -> N
     table.blocked(runs[1], retry_at=at(11))  # the cluster is full: it keeps its place
     assert table.pop_due(at(10.5)) == []
     table.started(runs[0], 0.0)
-    table.finished(runs[0].id, 1.0)
+    ended(table, runs[0].id, 1.0)
     assert table.pop_due(at(10.5)) == [runs[2]]  # one place freed
     assert table.pop_due(at(11)) == [runs[1]]
 
@@ -184,9 +190,9 @@ def test_more_runs_due_than_workers_free_start_by_priority() -> None:
     low_old, low, high, mid = prio(1, 0, 0), prio(2, 1, 0), prio(3, 2, 9), prio(4, 3, 4)
     table.add([low_old, low, high, mid], T0)
     assert table.pop_due(at(4)) == [high, mid]
-    table.finished(high.id, 1.0)
+    ended(table, high.id, 1.0)
     assert table.pop_due(at(4)) == [low_old]  # equal priority: due order
-    table.finished(mid.id, 1.0)
+    ended(table, mid.id, 1.0)
     assert table.pop_due(at(4)) == [low]
 
 
@@ -213,5 +219,27 @@ def test_a_limited_task_behind_its_limit_leaves_the_worker_to_the_next_priority(
     table.add([gated, low], T0)
     assert table.pop_due(at(2)) == [low]  # the high one waits behind its task's run
     table.started(out, 0.0)
-    table.finished(out.id, 1.0)
+    ended(table, out.id, 1.0)
     assert table.pop_due(at(2)) == [gated]
+
+
+def test_a_returned_run_frees_its_worker_but_is_held_until_its_outcome_is_written() -> None:
+    room = Room(lookahead_s=2.0, max_held=3)
+    table = Timetable(workers=2)
+    first, second = run(5, 1, Overlap.SERIAL), run(5, 2, Overlap.SERIAL)
+    other = run(6, 1)
+    table.add([first, second, other], T0)
+    assert table.pop_due(at(3)) == [first, other]
+    table.started(first, 0.0)
+    table.started(other, 0.0)
+    assert table.free_workers() == 0
+    table.returned(first.id, 0.5)
+    # the worker is free for the next run while the outcome is written ...
+    assert table.free_workers() == 1 and table.running == 1
+    # ... but the run is still the node's (RUNNING in the database) and its task's place
+    assert first.id in table.held_ids() and 5 in table.tasks_held()
+    assert table.room(room, now=1.0) == 0  # held: three of max_held
+    assert table.pop_due(at(3)) == []  # the serial task's next run waits for the write
+    table.finished(first.id)
+    assert first.id not in table.held_ids()
+    assert table.pop_due(at(3)) == [second]
