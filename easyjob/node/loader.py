@@ -129,7 +129,8 @@ class Loader(Loop):
         self._behind_told: datetime | None = None
         #: priorities differed among the runs due here lately: read past the window
         self._ranked = False
-        self._wants_room = True  # the last claim was cut short by the room (see freed)
+        #: the last claim was cut short by the room or by the workers free (see freed)
+        self._wants_room = True
         #: the last read's home runs left room and none was late (see has_room_to_spare):
         #: the next read takes other nodes' late runs too
         self._spare = steals(strategy)
@@ -274,6 +275,14 @@ class Loader(Loop):
         self.offered += tried
         self.lost += tried - len(won)
         self._metrics.claims(len(won), tried - len(won))
+        if self._beyond_workers and not self._dispatcher.startable(now + CLAIM_LEAD):
+            # every worker is taken and more runs are due: read again once workers come
+            # free (see freed), not at once for runs no worker can start (a minute burst
+            # of 20,000 tasks on 3 nodes: every other read claimed a handful)
+            self._wants_room = True
+            if not self._left.left:  # the read stopped at the workers free: more are due
+                self._left.leave(self._config.workers)
+            return False
         # more at once: a full batch won, or some won from a full read (a backlog: the runs
         # lost to other nodes are theirs, the next read finds others)
         return len(won) == room or (bool(won) and len(pending) == limit)
