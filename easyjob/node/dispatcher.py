@@ -180,7 +180,7 @@ class Dispatcher:
             return taken
 
     def tasks_held(self) -> set[int]:
-        """Tasks with a run here (waiting or running)."""
+        """Tasks with a run here (waiting, running or ending)."""
         with self._lock:
             return self._table.tasks_held()
 

@@ -102,7 +102,7 @@ class Timetable:
         return max(self._since.values())
 
     def tasks_held(self) -> set[int]:
-        """Tasks with a run here (waiting or running)."""
+        """Tasks with a run here (waiting, running or ending)."""
         held = (self._waiting, self._running, self._ending)
         return {r.task_id for runs in held for r in runs.values()}
 

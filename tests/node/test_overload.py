@@ -399,19 +399,16 @@ def _missed_by_another_node(rig: Rig, runs: int) -> None:
     rig.store.db.write("test misses", write)
 
 
-def test_a_burst_beyond_the_workers_is_read_for_the_free_workers(
+def _minute_burst(
     rig: Callable[..., Rig], registry: Registry, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Forty minute tasks due at once on a node of 4 workers (a minute burst, its fires
-    written ahead): once a round has left runs due for want of a worker, each pending read
-    asks for what the workers free now can start (twice that: its share and as much
-    stolen), not for the node's whole room, which read the same waiting runs again each
-    round (a 20,000-task burst on 3 PostgreSQL nodes: 12 rows read per run). Every run
-    starts once."""
+) -> tuple[Rig, list[int]]:
+    """Forty minute tasks on a node of 4 workers, a second before their minute (the fires
+    written ahead), their jobs running until the test lets them return; and the limit of
+    each pending read from now on."""
     for i in range(40):
         task(registry, f"m{i:02d}", cron="* * * * *")
     node = rig(workers=4)
-    node.keep = lambda name: True  # the jobs run until the test lets them return
+    node.keep = lambda name: True
     for _ in range(59):  # the planner writes the fires ahead once it keeps up
         node.tick(1.0)
     reads: list[int] = []
@@ -422,6 +419,25 @@ def test_a_burst_beyond_the_workers_is_read_for_the_free_workers(
         return read(horizon, limit, *args, **kwargs)
 
     monkeypatch.setattr(node.store.runs, "pending", pending)
+    return node, reads
+
+
+def _minute_statuses(node: Rig) -> list[RunStatus]:
+    """The statuses of the forty runs fired at the minute."""
+    minute = START.replace(minute=1, second=0, microsecond=0)
+    return [r.status for i in range(40) for r in node.history(f"m{i:02d}") if r.fire_time == minute]
+
+
+def test_a_burst_beyond_the_workers_is_read_for_the_free_workers(
+    rig: Callable[..., Rig], registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forty minute tasks due at once on a node of 4 workers (a minute burst, its fires
+    written ahead): once a round has left runs due for want of a worker, each pending read
+    asks for what the workers free now can start (twice that: its share and as much
+    stolen), not for the node's whole room, which read the same waiting runs again each
+    round (a 20,000-task burst on 3 PostgreSQL nodes: 12 rows read per run). Every run
+    starts once."""
+    node, reads = _minute_burst(rig, registry, monkeypatch)
     node.tick(0.6)  # the minute: all forty due
     assert len(node.pool.running()) == 4
     for _ in range(25):
@@ -432,9 +448,7 @@ def test_a_burst_beyond_the_workers_is_read_for_the_free_workers(
         assert max(reads, default=0) <= 2 * 2, reads  # two workers came free
         if not node.pool.running():
             break
-    minute = START.replace(minute=1, second=0, microsecond=0)
-    ran = [r for i in range(40) for r in node.history(f"m{i:02d}") if r.fire_time == minute]
-    assert [r.status for r in ran] == [RunStatus.SUCCESS] * 40
+    assert _minute_statuses(node) == [RunStatus.SUCCESS] * 40
 
 
 def test_a_loader_that_took_every_free_worker_waits_for_workers_to_come_free(
@@ -444,22 +458,9 @@ def test_a_loader_that_took_every_free_worker_waits_for_workers_to_come_free(
     free worker and left runs due, the loader waits for workers to come free (the
     dispatcher's word as jobs return, or its poll) instead of reading again at once, for
     the runs no worker can start (a 20,000-task minute burst on 3 PostgreSQL nodes: every
-    other read claimed a handful; the bursts drained in 12.5-16.6 s, 8.9-9.5 s without
+    other read claimed a handful; the bursts drained in 12.5-16.6 s, 8.9-11.8 s without
     those reads). Every run starts once."""
-    for i in range(40):
-        task(registry, f"m{i:02d}", cron="* * * * *")
-    node = rig(workers=4)
-    node.keep = lambda name: True  # the jobs run until the test lets them return
-    for _ in range(59):  # the planner writes the fires ahead once it keeps up
-        node.tick(1.0)
-    reads: list[int] = []
-    read = node.store.runs.pending
-
-    def pending(horizon: Any, limit: int, *args: Any, **kwargs: Any) -> Any:
-        reads.append(limit)
-        return read(horizon, limit, *args, **kwargs)
-
-    monkeypatch.setattr(node.store.runs, "pending", pending)
+    node, reads = _minute_burst(rig, registry, monkeypatch)
     node.tick(0.6)  # the minute: all forty due
     assert len(node.pool.running()) == 4 and len(reads) == 1
     done = 0
@@ -470,6 +471,4 @@ def test_a_loader_that_took_every_free_worker_waits_for_workers_to_come_free(
         node.tick(0.0)
         assert len(node.pool.running()) == min(4, 40 - done)  # the workers freed, refilled
         assert len(reads) == 1, reads  # one read a round, none for runs no worker can start
-    minute = START.replace(minute=1, second=0, microsecond=0)
-    ran = [r for i in range(40) for r in node.history(f"m{i:02d}") if r.fire_time == minute]
-    assert [r.status for r in ran] == [RunStatus.SUCCESS] * 40
+    assert _minute_statuses(node) == [RunStatus.SUCCESS] * 40
