@@ -12,9 +12,9 @@ WAKE_SHARE = 8
 
 class LeftForWorkers:
     """How much a thread's last round left for want of a free worker, and the workers
-    freed since. Outcomes come back many times a second on a busy node: it waits for as
+    freed since. Jobs return many times a second on a busy node: it waits for as
     many workers as it left, or an eighth of them, whichever is fewer, so a saturated node
-    starts the work left in batches, not one round per outcome batch."""
+    starts the work left in batches, not one round per job returned."""
 
     def __init__(self, workers: int) -> None:
         self._after = max(1, workers // WAKE_SHARE)

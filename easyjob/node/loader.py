@@ -146,16 +146,16 @@ class Loader(Loop):
         self._beyond_workers = False
 
     def freed(self, children: bool = False, workers: int = 1) -> None:
-        """*workers* came free (runs ended): claim again at once if the last claim was cut
+        """*workers* came free (jobs returned): claim again at once if the last claim was cut
         short by the room the dispatcher had or left runs due PENDING for want of a free
         worker, or if a run whose task has children succeeded (*children*): its children
         are written due now, and this node's home children are its own to start (see
-        :class:`~easyjob.core.strategies.DefaultStrategy`). Outcomes come back many times a
+        :class:`~easyjob.core.strategies.DefaultStrategy`). Jobs return many times a
         second on a busy node, and each needless claim is a pending read. While runs due
         were left PENDING for want of a free worker, it waits for as many workers as there
         are such runs, or an eighth of its workers, whichever is fewer: a saturated node
-        then claims and starts them in batches, not one pending read and claim per outcome
-        batch."""
+        then claims and starts them in batches, not one pending read and claim per job
+        returned."""
         if children or (self._wants_room and self._left.enough_freed(workers)):
             self.wake()
 

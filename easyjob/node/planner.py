@@ -156,7 +156,7 @@ class Planner(Loop):
         return 0.0 if backlog else None
 
     def freed(self, workers: int) -> None:
-        """*workers* of the node came free (runs ended): plan again at once if the last
+        """*workers* of the node came free (jobs returned): plan again at once if the last
         poll left due tasks for want of a free worker (see :meth:`_started`), once as many
         workers as it left tasks, or an eighth of the node's workers, have come free."""
         if self._short.left and self._short.enough_freed(workers):
