@@ -472,13 +472,14 @@ class PlannedFire:
     #: from ``missed_from`` to just before ``fire_time`` was MISSED, recorded on this row
     #: instead of a summary row of its own (see easyjob.core.planner, "Planning behind").
     missed_from: datetime | None = None
-    #: due this long after ``fire_time`` (the task's jitter: ``easy_job_task_detail.jitter_ms``)
-    jitter: timedelta = timedelta(0)
+    #: due this long after ``fire_time`` (the task's jitter: ``easy_job_task_detail.jitter_ms``);
+    #: None for a task without jitter (a task with jitter may draw 0, stored as 0)
+    jitter: timedelta | None = None
 
     @property
     def due_time(self) -> datetime:
         """When the fire may start: its fire time plus its jitter."""
-        return self.fire_time + self.jitter
+        return self.fire_time if self.jitter is None else self.fire_time + self.jitter
 
     @property
     def gap(self) -> tuple[datetime, int] | None:

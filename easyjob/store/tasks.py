@@ -669,7 +669,7 @@ def _fire_rows(
             "task_id": task_id,
             "fire_time": fire.fire_time,
             "due_time": fire.due_time,
-            "jitter_ms": fire.jitter // timedelta(milliseconds=1) if fire.jitter else None,
+            "jitter_ms": None if fire.jitter is None else fire.jitter // timedelta(milliseconds=1),
             "status": str(status),
             "triggered_by": str(Trigger.CRON),
             "attempt": 1,

@@ -49,6 +49,21 @@ def test_jittered_runs_start_at_their_due_time_never_before(
     assert 'easyjob_run_lateness_seconds_bucket{le="0.1",task="spread"} 6.0' in text
 
 
+def test_a_fire_that_draws_no_jitter_records_zero_not_null(
+    rig: Callable[..., Rig], registry: Registry
+) -> None:
+    # jitter of 2 ms: about half the fires draw 0 ms, which is a jitter (the task has one),
+    # not the NULL of a row without jitter
+    task(registry, "tiny", "*/10 * * * * *", jitter=0.002)
+    node = rig()
+    node.run_for(65, step=0.05)
+    task_id = node.store.tasks.get("tiny").id
+    runs = [r for r in node.history("tiny") if r.status == RunStatus.SUCCESS]
+    drawn = [jitter_of(task_id, r.fire_time, 2) // timedelta(milliseconds=1) for r in runs]
+    assert [r.jitter_ms for r in runs] == drawn
+    assert len(runs) == 6 and 0 in drawn
+
+
 def test_a_calendar_day_is_skipped_with_one_row_and_the_next_day_runs(
     rig: Callable[..., Rig], registry: Registry
 ) -> None:
