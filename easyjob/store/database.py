@@ -7,7 +7,7 @@ import logging
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -355,6 +355,21 @@ class Database:
         where the database has it, locked rows read back where it has not; on the servers
         the rows are locked in id order first)."""
         return self.backend.winners(conn, stmt, table, expected, params)
+
+    def winning_rows(
+        self,
+        conn: sa.Connection,
+        stmt: sa.Update,
+        table: sa.Table,
+        params: Mapping[str, Any],
+        joined: sa.ColumnElement[bool],
+        columns: tuple[sa.ColumnElement[Any], ...],
+    ) -> Sequence[sa.Row[Any]] | None:
+        """The rows the batch UPDATE *stmt* changed, as *columns* (of *table* and of the
+        tables *joined* joins it to) returned by the UPDATE itself, or None where the
+        database cannot (see :meth:`Dialect.winning_rows
+        <easyjob.store.dialects.base.Dialect.winning_rows>`: PostgreSQL can)."""
+        return self.backend.winning_rows(conn, stmt, table, params, joined, columns)
 
     def lock_rows(self, conn: sa.Connection, table: sa.Table, ids: Collection[int]) -> None:
         """Lock rows *ids* of *table* until the transaction ends, in id order (see

@@ -17,6 +17,7 @@ from easyjob.core.states import RunStatus
 from easyjob.store import Store
 from easyjob.store.contract import BLOCKED
 from easyjob.store.database import at_versions
+from easyjob.store.runs.reads import read_runs
 from easyjob.store.schema import task_detail_table as d
 from easyjob.store.schema import task_table as t
 from tests.conftest import FAST_RETRY
@@ -284,6 +285,38 @@ def test_a_run_due_now_is_claimed_and_started_in_one_write(store: Store) -> None
     # fenced like any start: a stale version finishes nothing, the current one does
     assert store.runs.finish_many([replace(runs[0], version=candidates[0].version)]) == set()
     assert store.runs.finish_many(runs) == set(run_ids[:2])
+
+
+@pytest.mark.parametrize("serial", [False, True])
+def test_a_claims_runs_are_as_written_and_on_postgresql_come_in_the_updates_reply(
+    store: Store, serial: bool
+) -> None:
+    """The runs a claim returns are the rows as written with their task's columns, in due
+    order; on PostgreSQL the UPDATE returns them (``UPDATE ... FROM task RETURNING``), so a
+    claim sends no read of its runs: a round trip fewer in every claim."""
+    run_ids = make_pending(store, "a", fires=2) + make_pending(store, "b", fires=2)
+    candidates = list(reversed(_candidates(store, run_ids)))
+    sent: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
+        sent.append(statement.split()[0].upper())
+
+    sa.event.listen(store.db.engine, "before_cursor_execute", record)
+    try:
+        runs = store.runs.claim_started(
+            "node-a", candidates, exclusive=set(run_ids) if serial else ()
+        )
+    finally:
+        sa.event.remove(store.db.engine, "before_cursor_execute", record)
+    fresh = store.db.read("test", lambda conn: read_runs(conn, [r.id for r in runs]))
+    assert runs == fresh
+    assert {r.status for r in runs} == {RunStatus.RUNNING}
+    assert len(runs) == (2 if serial else 4)  # serial: the first fire of each task
+    # after the UPDATE (``WITH locked ...`` on PostgreSQL), the read of the runs won: none
+    # on PostgreSQL
+    (update,) = [i for i, s in enumerate(sent) if s in ("UPDATE", "WITH")]
+    after = [] if store.db.backend.name == "postgresql" else ["SELECT"]
+    assert sent[update + 1 :] == after, sent
 
 
 def test_a_serial_run_is_not_claimed_started_while_its_task_runs(store: Store) -> None:

@@ -228,6 +228,23 @@ class Dialect:
         again. Default: ``UPDATE ... RETURNING id``."""
         return [row[0] for row in conn.execute(returning_id(stmt, table), params)]
 
+    def winning_rows(
+        self,
+        conn: sa.Connection,
+        stmt: sa.Update,
+        table: sa.Table,
+        params: Mapping[str, Any],
+        joined: sa.ColumnElement[bool],
+        columns: tuple[sa.ColumnElement[Any], ...],
+    ) -> Sequence[sa.Row[Any]] | None:
+        """Run the batch UPDATE *stmt* as :meth:`winners` does and return the rows it
+        changed as *columns*: of *table* as written, and of the tables the condition
+        *joined* joins it to, in the UPDATE's own reply (one round trip where
+        :meth:`winners` and a read of the rows make two). None where the database cannot
+        (the UPDATE is not run: the caller takes :meth:`winners` and reads the rows).
+        Default: None."""
+        return None
+
     def lock_rows(self, conn: sa.Connection, table: sa.Table, ids: Collection[int]) -> None:
         """Lock the rows *ids* of *table* until *conn*'s transaction ends, in id order (two
         lockers never wait on each other in a cycle): writers that must each see what the

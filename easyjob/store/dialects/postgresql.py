@@ -209,6 +209,20 @@ class PostgreSQLDialect(Dialect):
         held up every node's starts behind it."""
         return [row[0] for row in conn.execute(_locked_first(stmt, table), params)]
 
+    def winning_rows(
+        self,
+        conn: sa.Connection,
+        stmt: sa.Update,
+        table: sa.Table,
+        params: Mapping[str, Any],
+        joined: sa.ColumnElement[bool],
+        columns: tuple[sa.ColumnElement[Any], ...],
+    ) -> Sequence[sa.Row[Any]]:
+        """:meth:`winners`'s statement (its rows locked in id order first) returning
+        *columns*, the joined tables' in its ``FROM`` (``UPDATE ... FROM locked, task WHERE
+        ... RETURNING ...``): a claim's runs with their task's columns in one round trip."""
+        return conn.execute(_locked_first_returning(stmt, table, joined, columns), params).all()
+
     def insert_ignore(self, table: sa.Table, conflict: list[str] | None = None) -> sa.Insert:
         from sqlalchemy.dialects import postgresql  # only the URL's database's
 
@@ -277,6 +291,19 @@ def _array_of(column: sa.Column[Any], values: list[Any]) -> list[Any]:
         return values
     null = None if column.type.none_as_null else "null"
     return [null if value is None else json.dumps(value) for value in values]
+
+
+@lru_cache(maxsize=32)
+def _locked_first_returning(
+    stmt: sa.Update,
+    table: sa.Table,
+    joined: sa.ColumnElement[bool],
+    columns: tuple[sa.ColumnElement[Any], ...],
+) -> sa.Update:
+    """:func:`_locked_first` joined by *joined* and returning *columns* (see
+    :meth:`PostgreSQLDialect.winning_rows`), made once per statement object."""
+    locked = rows_to_lock(stmt, table).cte("locked").prefix_with("MATERIALIZED")
+    return stmt.where(table.c.id == locked.c.id, joined).returning(*columns)
 
 
 @lru_cache(maxsize=128)

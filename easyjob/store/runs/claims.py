@@ -18,7 +18,7 @@ from easyjob.store.database import Database, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.expressions import in_named, named_list, not_in_list
 from easyjob.store.runs.fencing import at_read, batch, holder, in_time, moved, timed
-from easyjob.store.runs.reads import claimable_by, read_runs
+from easyjob.store.runs.reads import claimable_by, read_runs, won_runs
 from easyjob.store.schema import task_detail_table, task_table
 
 __all__ = ["RunClaims", "busy_ids", "running_slots", "starts_at"]
@@ -95,8 +95,7 @@ class RunClaims:
             if not free:
                 return []
             stmt = _claim_update(status, timed(free, deadlines))
-            won = self._db.winners(conn, stmt, d, free, batch(free, node_id, deadlines))
-            return read_runs(conn, won) if won else []
+            return won_runs(self._db, conn, stmt, free, batch(free, node_id, deadlines))
 
         def landed(conn: sa.Connection) -> list[Run] | None:
             won = moved(conn, expected, status, node_id)

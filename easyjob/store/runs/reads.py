@@ -4,7 +4,7 @@ run's row to its record."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
 from functools import cache
@@ -20,7 +20,7 @@ from easyjob.store.database import Database
 from easyjob.store.expressions import in_list, in_named, named_list, not_in_named
 from easyjob.store.schema import task_detail_table, task_table
 
-__all__ = ["RunReads", "claimable_by", "read_runs", "read_started"]
+__all__ = ["RunReads", "claimable_by", "read_runs", "read_started", "won_runs"]
 
 d = task_detail_table
 t = task_table
@@ -42,6 +42,9 @@ _LIMIT_COLUMNS = (
     d.c.shards,
     sa.func.coalesce(d.c.priority, t.c.priority).label("priority"),
 )
+
+#: A run's task: the join of a run row to its task row.
+_TASK_OF_RUN = t.c.id == d.c.task_id
 
 #: The columns of a :class:`Run`, in its fields' order (see :func:`_run`).
 _RUN_COLUMNS = (
@@ -214,6 +217,24 @@ def _due_order(candidate: Candidate) -> tuple[datetime, int]:
     return candidate.due_time, candidate.id
 
 
+def won_runs(
+    db: Database,
+    conn: sa.Connection,
+    stmt: sa.Update,
+    expected: Mapping[int, int],
+    params: Mapping[str, Any],
+) -> list[Run]:
+    """The runs the batch version-checked UPDATE *stmt* of run rows ``id -> version read``
+    won, as written, with their task's columns, in due order: in the UPDATE's reply where
+    the database returns a joined table's columns (PostgreSQL; one round trip a claim
+    fewer), else its winners read afresh."""
+    rows = db.winning_rows(conn, stmt, d, params, _TASK_OF_RUN, _RUN_COLUMNS)
+    if rows is not None:
+        return sorted(map(_run, rows), key=lambda run: (run.due_time, run.id))
+    won = db.winners(conn, stmt, d, expected, params)
+    return read_runs(conn, won) if won else []
+
+
 def read_runs(conn: sa.Connection, ids: Collection[int]) -> list[Run]:
     """The runs of *ids*, read afresh with their task's columns, in due order."""
     return [_run(row) for row in conn.execute(_runs_by_id(), named_list("runs", ids))]
@@ -224,7 +245,7 @@ def _runs_by_id() -> sa.Select[Any]:
     """The runs of the list ``runs`` with their task's columns, in due order: built once."""
     return (
         sa.select(*_RUN_COLUMNS)
-        .join_from(d, t, t.c.id == d.c.task_id)
+        .join_from(d, t, _TASK_OF_RUN)
         .where(in_named(d.c.id, "runs"))
         .order_by(d.c.due_time, d.c.id)
     )
