@@ -156,7 +156,8 @@ class Loader(Loop):
         are such runs, or an eighth of its workers, whichever is fewer: a saturated node
         then claims and starts them in batches, not one pending read and claim per job
         returned."""
-        if children or (self._wants_room and self._left.enough_freed(workers)):
+        enough = self._left.enough_freed(workers)  # counted even while nothing waits
+        if children or (self._wants_room and enough):
             self.wake()
 
     def step(self) -> float | None:
@@ -275,14 +276,15 @@ class Loader(Loop):
         self.offered += tried
         self.lost += tried - len(won)
         self._metrics.claims(len(won), tried - len(won))
+        mark = self._left.mark()
         if self._beyond_workers and not self._dispatcher.startable(now + CLAIM_LEAD):
             # every worker is taken and more runs are due: read again once workers come
             # free (see freed), not at once for runs no worker can start (a minute burst
             # of 20,000 tasks on 3 nodes: every other read claimed a handful)
             self._wants_room = True
             if not self._left.left:  # the read stopped at the workers free: more are due
-                self._left.leave(self._config.workers)
-            return False
+                self._left.leave(self._config.workers, mark)
+            return self._left.enough()  # jobs returned since the check: claim at once
         # more at once: a full batch won, or some won from a full read (a backlog: the runs
         # lost to other nodes are theirs, the next read finds others)
         return len(won) == room or (bool(won) and len(pending) == limit)
@@ -338,12 +340,15 @@ class Loader(Loop):
             and (not exclusive(c.overlap, c.max_running) or c.task_id not in held)
         ]
         # the workers to start them on, kept from a behind planner's fires written started
+        mark = self._left.mark()
         startable = self._dispatcher.reserve(len(due), soon)
         self._left.leave(0)
         if len(due) > startable:  # more due than workers free: the admission rule's order
             due = start_order(due, now)
             self._wants_room = True  # claim the rest when workers come free
-            self._left.leave(len(due) - startable)
+            self._left.leave(len(due) - startable, mark)
+            if self._left.enough():  # jobs returned since the workers were counted
+                self.wake()
         at_once = due[:startable]
         later = [c for c in direct if c.due_time > soon]  # the loader wakes for them
         won: list[Run] = []

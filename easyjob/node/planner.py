@@ -159,7 +159,7 @@ class Planner(Loop):
         """*workers* of the node came free (jobs returned): plan again at once if the last
         poll left due tasks for want of a free worker (see :meth:`_started`), once as many
         workers as it left tasks, or an eighth of the node's workers, have come free."""
-        if self._short.left and self._short.enough_freed(workers):
+        if self._short.enough_freed(workers) and self._short.left:  # counted always
             self._short.leave(0)
             self.wake()
 
@@ -177,6 +177,7 @@ class Planner(Loop):
         due = self._due(now, horizon, limit, paced=paced)
         self._calendars.refresh(due)
         # fires this node writes started (see _started), on workers kept free for them
+        mark = self._short.mark()
         seats = self._reserve(len(due), now) if paced else 0
         won: list[int] = []
         started: list[Run] = []
@@ -202,10 +203,11 @@ class Planner(Loop):
         full = len(due) == limit
         self.fires_written += _pending_fires(plan.advances, won)
         self.pace.planned(len(won), held_back=paced and (full or plan.short > 0))
-        self._short.leave(plan.short)
+        self._short.leave(plan.short, mark)
         self._spare = self._spare and not plan.short  # no worker free: no room for others
-        # with tasks left for want of workers, the next poll comes when some are free
-        return (plan.backlog or full) and not plan.short
+        # with tasks left for want of workers, the next poll comes when some are free (at
+        # once if enough came free during the write)
+        return ((plan.backlog or full) and not plan.short) or self._short.enough()
 
     def _due(
         self, now: datetime, horizon: datetime, limit: int, *, paced: bool

@@ -472,3 +472,38 @@ def test_a_loader_that_took_every_free_worker_waits_for_workers_to_come_free(
         assert len(node.pool.running()) == min(4, 40 - done)  # the workers freed, refilled
         assert len(reads) == 1, reads  # one read a round, none for runs no worker can start
     assert _minute_statuses(node) == [RunStatus.SUCCESS] * 40
+
+
+def test_jobs_that_return_as_the_loader_finds_no_worker_free_are_not_lost_to_its_wait(
+    rig: Callable[..., Rig], registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forty minute tasks due at once on a node of 4 workers: a round's claim took every
+    free worker; as the loader checks for one free (none), two jobs return on their worker
+    threads. Their frees count towards the wait it then begins (LeftForWorkers.mark), so
+    it claims again at once; they were lost when the count began at the wait, and the
+    loader slept its poll with two workers free."""
+    node, _ = _minute_burst(rig, registry, monkeypatch)
+    node.tick(0.6)  # the minute: four start, 36 are left due
+    dispatcher = node.node.dispatcher
+    startable = dispatcher.startable
+    claim_started = node.store.runs.claim_started
+    returning: list[int] = []
+
+    def claimed(*args: Any, **kwargs: Any) -> Any:
+        won = claim_started(*args, **kwargs)
+        returning.append(2)  # the next check for a free worker: two jobs return after it
+        return won
+
+    def checked(at: Any) -> int:
+        free = startable(at)
+        if returning:
+            ending = node.pool.running()[: returning.pop()]
+            node.pool.finish(keep=lambda name: name not in ending)
+        return free
+
+    monkeypatch.setattr(node.store.runs, "claim_started", claimed)
+    monkeypatch.setattr(dispatcher, "startable", checked)
+    ending = node.pool.running()[:2]
+    node.pool.finish(keep=lambda name: name not in ending)
+    node.tick(0.0)  # claims two; two more return as it finds none free: claimed at once
+    assert len(node.pool.running()) == 4
