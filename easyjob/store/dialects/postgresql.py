@@ -293,6 +293,14 @@ def _array_of(column: sa.Column[Any], values: list[Any]) -> list[Any]:
     return [null if value is None else json.dumps(value) for value in values]
 
 
+@lru_cache(maxsize=128)
+def _locked_first(stmt: sa.Update, table: sa.Table) -> sa.Update:
+    """*stmt* locking its rows in id order first and returning the ids it changed (see
+    :meth:`PostgreSQLDialect.winners`), made once per statement object (see
+    :func:`~easyjob.store.dialects.base.returning_id`)."""
+    return _rows_locked_first(stmt, table).returning(table.c.id)
+
+
 @lru_cache(maxsize=32)
 def _locked_first_returning(
     stmt: sa.Update,
@@ -302,16 +310,12 @@ def _locked_first_returning(
 ) -> sa.Update:
     """:func:`_locked_first` joined by *joined* and returning *columns* (see
     :meth:`PostgreSQLDialect.winning_rows`), made once per statement object."""
-    locked = rows_to_lock(stmt, table).cte("locked").prefix_with("MATERIALIZED")
-    return stmt.where(table.c.id == locked.c.id, joined).returning(*columns)
+    return _rows_locked_first(stmt, table).where(joined).returning(*columns)
 
 
-@lru_cache(maxsize=128)
-def _locked_first(stmt: sa.Update, table: sa.Table) -> sa.Update:
-    """*stmt* locking its rows in id order first and returning the ids it changed (see
-    :meth:`PostgreSQLDialect.winners`), made once per statement object (see
-    :func:`~easyjob.store.dialects.base.returning_id`)."""
+def _rows_locked_first(stmt: sa.Update, table: sa.Table) -> sa.Update:
+    """*stmt* joined to its rows, locked in id order by a CTE first."""
     # MATERIALIZED: the lock is taken once, before the UPDATE joins it (as a subquery the
     # planner re-ran it for each row the UPDATE found)
     locked = rows_to_lock(stmt, table).cte("locked").prefix_with("MATERIALIZED")
-    return stmt.where(table.c.id == locked.c.id).returning(table.c.id)
+    return stmt.where(table.c.id == locked.c.id)
