@@ -213,8 +213,9 @@ class RunReads:
         return self._db.read("run_fates", read)
 
 
-def _due_order(candidate: Candidate) -> tuple[datetime, int]:
-    return candidate.due_time, candidate.id
+def _due_order(run: Candidate | Run) -> tuple[datetime, int]:
+    """The order runs are due in (the reads' ``ORDER BY due_time, id``)."""
+    return run.due_time, run.id
 
 
 def won_runs(
@@ -230,7 +231,7 @@ def won_runs(
     fewer), else its winners read afresh."""
     rows = db.winning_rows(conn, stmt, d, params, _TASK_OF_RUN, _RUN_COLUMNS)
     if rows is not None:
-        return sorted(map(_run, rows), key=lambda run: (run.due_time, run.id))
+        return sorted(map(_run, rows), key=_due_order)
     won = db.winners(conn, stmt, d, expected, params)
     return read_runs(conn, won) if won else []
 
