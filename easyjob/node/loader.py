@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from easyjob.core.admission import (
@@ -21,7 +21,7 @@ from easyjob.core.admission import (
     start_order,
 )
 from easyjob.core.config import NodeConfig
-from easyjob.core.records import ORIGIN_RUNTIME, Candidate, Run
+from easyjob.core.records import Candidate, Run
 from easyjob.core.strategies import (
     ClusterView,
     Strategy,
@@ -82,11 +82,12 @@ class Loader(Loop):
     the room and the batch), which skips rows other nodes are claiming: no pending read, no
     strategy, no lost races; a full batch claims again at once.
 
-    A node claims only the runs of the task rows it registered at start (:meth:`declare`),
-    still naming the function its code has for that name. Tasks whose runs it cannot run
-    are remembered (a short list of ids, forgotten every ``_FORGET_POLLS`` polls) and left
-    out of the pending read, so polling costs the same whatever the number of tasks or
-    functions.
+    A node claims only the runs of tasks its code declares (name and function, see
+    :func:`easyjob.core.admission.declares`), whether it registered their rows yet or not
+    (a node registers in the background: :mod:`easyjob.node.registrar`). Tasks whose runs it
+    cannot run are remembered (a short list of ids, forgotten every ``_FORGET_POLLS`` polls)
+    and left out of the pending read, so polling costs the same whatever the number of
+    tasks or functions.
 
     A node that is not fresh (its heartbeat may look dead to peers) claims nothing.
     """
@@ -117,7 +118,6 @@ class Loader(Loop):
         self._dispatcher = dispatcher
         self._writer = dispatcher.writer
         self._catalog = catalog
-        self._task_ids: frozenset[int] | None = None
         self._foreign: set[int] = set()
         self._polls = 0
         self.offered = 0  # runs this node tried to claim
@@ -184,16 +184,11 @@ class Loader(Loop):
         wait = (self._direct_at - self._liveness.db_now()).total_seconds()
         return max(0.0, min(self._config.poll, wait))
 
-    def declare(self, task_ids: Iterable[int]) -> None:
-        """The ids of the task rows this node registered: it claims only their runs."""
-        self._task_ids = frozenset(task_ids)
-
     def _mine(self, task_id: int, name: str, func: str, origin: str) -> bool:
         """Whether this node's code declares task row *task_id* (see
-        :func:`easyjob.core.admission.declares`), and, for a task of its code, whether it is
-        a row it registered; if not, its runs are left out of the next reads."""
-        registered = self._task_ids is None or task_id in self._task_ids or origin == ORIGIN_RUNTIME
-        if registered and declares(self._catalog, name, func, origin):
+        :func:`easyjob.core.admission.declares`); if not, its runs are left out of the next
+        reads."""
+        if declares(self._catalog, name, func, origin):
             return True
         self._foreign.add(task_id)
         return False

@@ -5,7 +5,8 @@ Heartbeater`), then starts claiming: the runs of tasks already stored under a na
 function its code declares are its to run at once. Meanwhile this thread writes the tasks
 that are new or changed, a chunk at a time (see :meth:`TaskStore.register
 <easyjob.store.tasks.TaskStore.register>`), so that start-up costs the same whatever the
-size of the catalogue; a task not registered yet simply has no fires yet.
+size of the catalogue; a task not registered yet simply has no fires yet. The node's
+planner is woken as each chunk is stored, and plans the new tasks' first fires at once.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ __all__ = ["Registrar"]
 
 class Registrar:
     """Registers *specs* once, on a thread of its own (:meth:`start`) or in the caller's
-    (:meth:`register`). An error (a task's name taken by a schedule added at run time; the
-    database refusing the writes past the store's retries) is kept in :attr:`error`,
-    logged, and handed to *on_error*: the node stops, as it would have refused to start."""
+    (:meth:`register`); *on_chunk* is called as each chunk of them is stored (the node's
+    planner plans their fires then, not at its next poll). An error (a task's name taken by
+    a schedule added at run time; the database refusing the writes past the store's
+    retries) is kept in :attr:`error`, logged, and handed to *on_error*: the node stops, as
+    it would have refused to start."""
 
     def __init__(
         self,
@@ -37,11 +40,13 @@ class Registrar:
         specs: Sequence[TaskSpec],
         log: logging.LoggerAdapter[logging.Logger],
         on_error: Callable[[BaseException], None] | None = None,
+        on_chunk: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
         self._specs = specs
         self._log = log
         self._on_error = on_error
+        self._on_chunk = on_chunk
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -58,7 +63,10 @@ class Registrar:
         """Register in the caller's thread; raises what the store raises."""
         began = time.monotonic()
         try:
-            self.written = self._store.tasks.register(self._specs)
+            on_chunk = self._on_chunk
+            self.written = self._store.tasks.register(
+                self._specs, None if on_chunk is None else lambda ids: on_chunk()
+            )
         finally:
             release_memory()
             self._done.set()

@@ -3,6 +3,8 @@ stored while its registration of the rest is held back."""
 
 from __future__ import annotations
 
+import threading
+from datetime import timedelta
 from pathlib import Path
 
 from easyjob import FakeClock, scheduled
@@ -79,3 +81,25 @@ def test_a_small_catalogue_is_registered_before_the_node_runs(tmp_path: Path) ->
     rig = Rig(tmp_path, registry, background=True)
     assert rig.node.wait_registered(0)
     assert len(rig.store.tasks.all()) == SYNC_TASKS
+
+
+def test_a_task_registered_in_the_background_is_planned_at_once_not_a_poll_later(
+    tmp_path: Path,
+) -> None:
+    """The planner is woken as each chunk of the catalogue is stored: a first start's tasks
+    waited for its next poll (4 nodes x 6,000 tasks on SQLite: their first fires written 1.1
+    s after the first tasks were). Here the poll is an hour: the planner's thread takes its
+    first round (nothing registered yet), then the registration."""
+    rig = Rig(tmp_path, _registry(), background=True, poll=3600.0)
+    planner = rig.node.planner
+    stepped = threading.Event()
+    planner.progress = lambda name, ok: stepped.set()
+    planner.start()
+    try:
+        assert stepped.wait(60)
+        stepped.clear()
+        rig.node.registrar.register()
+        assert stepped.wait(60), "the planner was not woken by the registration"
+        assert rig.store.runs.pending(START + timedelta(hours=1), 100, set())
+    finally:
+        planner.stop(60)
