@@ -248,8 +248,8 @@ class Database:
         timeout = engine_options.get("busy_timeout_s", 30.0)
         db = cls(create_engine(url, **engine_options), retry=retry, gate_timeout_s=timeout)
         try:
-            with db.engine.connect() as conn:
-                conn.execute(sa.select(1))
+            with db.engine.connect() as conn:  # a read: on SQLite no turn to write
+                conn.execution_options(**READONLY).execute(sa.select(1))
         except sa_exc.DBAPIError as err:
             db.dispose()
             raise DatabaseUnavailableError(
@@ -390,25 +390,34 @@ class Database:
         only once it holds it. Tables of another version are left as they are, no table of
         this version added beside them (the check that follows refuses them)."""
 
+        def state(conn: sa.Connection) -> tuple[str | None, bool]:
+            """The version the tables are stored as (None: no tables yet, or a creation
+            cut short), and whether their bookkeeping is complete."""
+            found, compatible_from = None, None
+            if sa.inspect(conn).has_table(meta_table.name):
+                found, compatible_from = read_versions(conn)
+            complete = compatible_from is not None and sa.inspect(conn).has_table(VERSION_TABLE)
+            return found, complete
+
         def create(conn: sa.Connection) -> None:
             with self.backend.schema_lock(conn):
-                found, compatible_from = None, None
-                if sa.inspect(conn).has_table(meta_table.name):
-                    found, compatible_from = read_versions(conn)
-                if found is None:  # no tables yet, or a creation cut short (MySQL)
+                found, complete = state(conn)
+                if found is None:
                     metadata.create_all(conn, checkfirst=True)
                     conn.execute(
                         meta_table.insert().values(
                             name=SCHEMA_VERSION_ROW, value=str(SCHEMA_VERSION)
                         )
                     )
-                complete = compatible_from is not None and sa.inspect(conn).has_table(VERSION_TABLE)
-                if found in (None, str(SCHEMA_VERSION)) and not complete:
+                if _to_create(found, complete):
                     from easyjob.store import migrations  # Alembic: imported when needed
 
                     migrations.complete_bookkeeping(conn)
 
-        self.write("create_schema", create)
+        # a read first: every node start creates "if absent", and on SQLite a write waits
+        # its turn behind the other nodes' (4 nodes registering 6,000 tasks: seconds)
+        if _to_create(*self.read("look_for_schema", state)):
+            self.write("create_schema", create)
         self.check_schema()
 
     def check_schema(self) -> None:
@@ -466,3 +475,10 @@ def _dialect(engine: sa.Engine) -> Dialect:
             f"unsupported database {engine.dialect.name!r} in {safe_url(engine.url)!r}"
         )
     return dialect
+
+
+def _to_create(found: str | None, complete: bool) -> bool:
+    """Whether :meth:`Database.create_schema` has something to write for tables stored as
+    version *found* (None: none yet) with their bookkeeping *complete* or not: tables of
+    another version are left as they are."""
+    return found in (None, str(SCHEMA_VERSION)) and not complete
