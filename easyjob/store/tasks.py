@@ -119,14 +119,15 @@ class TaskStore:
     ) -> int:
         """:meth:`upsert` for a node's catalogue, keeping no rows: *on_chunk* is called with
         the ids (by name) of each chunk of tasks once they are stored. Returns how many task
-        rows were written.
+        rows this call wrote (not those another node wrote meanwhile).
 
         Each chunk of ``_UPSERT_CHUNK`` tasks (the first smaller) is first read (the columns
         a spec sets, no lock held: SQLite's write lock is not taken, so a node registering
         does not hold up the others' claims), and only the tasks that are missing, differ
         from their spec, or were last seen more than :data:`SEEN_REFRESH` ago are written,
-        in a transaction of their own that reads and compares them again. Registering an
-        unchanged catalogue writes nothing."""
+        in a transaction of their own that compares them again as narrowly (another node
+        may have written them meanwhile) and reads whole only those it writes. Registering
+        an unchanged catalogue writes nothing."""
         return self._register(specs, on_chunk or (lambda ids: None))
 
     def _register(self, specs: Sequence[TaskSpec], each: Callable[[dict[str, int]], None]) -> int:
@@ -145,11 +146,16 @@ class TaskStore:
             stale = self._db.read("read_tasks", read)
             if stale:
 
-                def write(conn: sa.Connection, stale: Sequence[TaskSpec] = stale) -> None:
-                    self._upsert(conn, stale, ids)
+                def write(conn: sa.Connection, stale: Sequence[TaskSpec] = stale) -> int:
+                    # compared again, as narrowly: nodes starting together read the same
+                    # missing tasks, the first inserts them, the others find them here
+                    # without reading whole rows under the write lock
+                    still = _unwritten(conn, stale, ids)
+                    if still:
+                        self._upsert(conn, still, ids)
+                    return len(still)
 
-                self._db.write("upsert_tasks", write)
-                written += len(stale)
+                written += self._db.write("upsert_tasks", write)
             each({spec.name: ids[spec.name] for spec in chunk})
         return written
 
