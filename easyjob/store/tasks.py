@@ -59,9 +59,15 @@ _NAMES = [f.name for f in dataclasses.fields(PlanningRow)]
 _PLANNING = [t.c[name] for name in _NAMES]
 
 
-#: Tasks registered per transaction: a short hold of SQLite's write lock, and well under
-#: every backend's limit of bound parameters per statement, whatever the number of tasks.
+#: Tasks read per lock-free read of a registration (and well under every backend's limit
+#: of bound parameters per statement, whatever the number of tasks).
 _UPSERT_CHUNK = 2000
+
+#: Tasks written per write transaction of a registration: a short hold of SQLite's one
+#: write lock. Inserting 2,000 held it a few hundred ms while the nodes' claims waited
+#: (4 nodes x 6,000 every-second tasks starting on empty tables: the fires of a whole
+#: second missed, and half the nodes' first runs came over 2 s after their start).
+_WRITE_CHUNK = 500
 
 #: The first chunk registered is smaller: its tasks exist, and plan their fires, sooner.
 _FIRST_CHUNK = 250
@@ -125,8 +131,8 @@ class TaskStore:
         a spec sets, no lock held: SQLite's write lock is not taken, so a node registering
         does not hold up the others' claims), and only the tasks that are missing, differ
         from their spec, or were last seen more than :data:`SEEN_REFRESH` ago are written,
-        in a transaction of their own that compares them again as narrowly (another node
-        may have written them meanwhile) and reads whole only those it writes. Registering
+        ``_WRITE_CHUNK`` per transaction, which compares them again as narrowly (another
+        node may have written them meanwhile) and reads whole only those it writes. Registering
         an unchanged catalogue writes nothing."""
         return self._register(specs, on_chunk or (lambda ids: None))
 
@@ -144,13 +150,15 @@ class TaskStore:
                 return _unwritten(conn, chunk, ids)
 
             stale = self._db.read("read_tasks", read)
-            if stale:
+            for at in range(0, len(stale), _WRITE_CHUNK):
 
-                def write(conn: sa.Connection, stale: Sequence[TaskSpec] = stale) -> int:
+                def write(
+                    conn: sa.Connection, part: Sequence[TaskSpec] = stale[at : at + _WRITE_CHUNK]
+                ) -> int:
                     # compared again, as narrowly: nodes starting together read the same
                     # missing tasks, the first inserts them, the others find them here
                     # without reading whole rows under the write lock
-                    still = _unwritten(conn, stale, ids)
+                    still = _unwritten(conn, part, ids)
                     if still:
                         self._upsert(conn, still, ids)
                     return len(still)
