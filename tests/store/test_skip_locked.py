@@ -18,6 +18,7 @@ from easyjob.errors import ConfigError
 from easyjob.node.node import Node
 from easyjob.registry import Registry
 from easyjob.store import Store
+from easyjob.store.runs.reads import read_runs
 from easyjob.store.schema import task_detail_table as d
 from easyjob.store.schema import task_table as t
 from tests.conftest import FAST_RETRY
@@ -71,6 +72,35 @@ def test_claims_the_earliest_due_runs_up_to_the_limit(locking: Store) -> None:
     assert [rows[i] for i in ids] == [("CLAIMED", "node-a", 1)] * 3 + [("PENDING", None, 0)] * 2
     assert [r.id for r in locking.runs.claim_next("node-b", _later(locking), 10)] == ids[3:]
     assert locking.runs.claim_next("node-b", _later(locking), 10) == []
+
+
+def test_the_runs_won_come_in_the_updates_reply_as_written(locking: Store) -> None:
+    """The claim's UPDATE returns the runs it won with their task's columns (``UPDATE ...
+    FROM task ... RETURNING``): nothing is sent after it (a read of the runs won was, a
+    round trip more in every claim), and they equal a fresh read, in due order."""
+    ids = make_pending(locking, "a", fires=2) + make_pending(locking, "b", fires=2)
+    sent: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
+        sent.append(statement.split()[0].upper())
+
+    sa.event.listen(locking.db.engine, "before_cursor_execute", record)
+    try:
+        won = locking.runs.claim_next("node-a", _later(locking), 3)
+    finally:
+        sa.event.remove(locking.db.engine, "before_cursor_execute", record)
+    assert sent[-1] == "UPDATE", sent
+    assert len(won) == 3
+    fresh = locking.db.read("test", lambda conn: read_runs(conn, [r.id for r in won]))
+    assert won == fresh
+    assert [r.id for r in won] == sorted(ids, key=lambda i: (_due(locking, i), i))[:3]
+
+
+def _due(store: Store, run_id: int) -> datetime:
+    due: datetime = store.db.read(
+        "test", lambda conn: conn.scalar(sa.select(d.c.due_time).where(d.c.id == run_id))
+    )
+    return due
 
 
 def test_only_runs_due_by_the_horizon_of_claimable_tasks(locking: Store) -> None:

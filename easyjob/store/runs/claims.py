@@ -18,7 +18,7 @@ from easyjob.store.database import Database, status_is
 from easyjob.store.engine import db_now
 from easyjob.store.expressions import in_named, named_list, not_in_list
 from easyjob.store.runs.fencing import at_read, batch, holder, in_time, moved, timed
-from easyjob.store.runs.reads import claimable_by, read_runs, won_runs
+from easyjob.store.runs.reads import claimable_by, read_runs, returned_runs, won_runs
 from easyjob.store.schema import task_detail_table, task_table
 
 __all__ = ["RunClaims", "busy_ids", "running_slots", "starts_at"]
@@ -112,7 +112,8 @@ class RunClaims:
         (see :attr:`Database.skip_locked`).
 
         One UPDATE over a ``SELECT ... ORDER BY due_time, id LIMIT n FOR UPDATE SKIP LOCKED``
-        (PostgreSQL locks only the rows that select returns), then one read of the runs won.
+        (PostgreSQL locks only the rows that select returns), returning the runs won with
+        their task's columns (no read of them after it).
         Nodes claiming at the same moment lock different rows instead of waiting for each
         other's or losing races over them. Every row locked is this transaction's alone until
         it commits, so every row updated was won.
@@ -147,12 +148,10 @@ class RunClaims:
                 version=d.c.version + 1,
                 claim_time=db_now(),
             )
-            .returning(d.c.id)
         )
 
         def write(conn: sa.Connection) -> list[Run]:
-            won = [row[0] for row in conn.execute(claim)]
-            return read_runs(conn, won) if won else []
+            return returned_runs(conn, claim)
 
         self._db.require_skip_locked()
         return self._db.write("claim_next_runs", write)

@@ -20,7 +20,7 @@ from easyjob.store.database import Database
 from easyjob.store.expressions import in_list, in_named, named_list, not_in_named
 from easyjob.store.schema import task_detail_table, task_table
 
-__all__ = ["RunReads", "claimable_by", "read_runs", "read_started", "won_runs"]
+__all__ = ["RunReads", "claimable_by", "read_runs", "read_started", "returned_runs", "won_runs"]
 
 d = task_detail_table
 t = task_table
@@ -234,6 +234,15 @@ def won_runs(
         return sorted(map(_run, rows), key=_due_order)
     won = db.winners(conn, stmt, d, expected, params)
     return read_runs(conn, won) if won else []
+
+
+def returned_runs(conn: sa.Connection, stmt: sa.Update) -> list[Run]:
+    """The runs the UPDATE of run rows *stmt* wrote, as written, with their task's columns,
+    in due order, from its reply: the task row joined (``UPDATE ... FROM task ...
+    RETURNING``; PostgreSQL, as :meth:`Dialect.winning_rows
+    <easyjob.store.dialects.base.Dialect.winning_rows>`): no read of them after it."""
+    returning = stmt.where(_TASK_OF_RUN).returning(*_RUN_COLUMNS)
+    return sorted(map(_run, conn.execute(returning)), key=_due_order)
 
 
 def read_runs(conn: sa.Connection, ids: Collection[int]) -> list[Run]:
