@@ -230,10 +230,12 @@ def test_a_node_that_finds_its_chunk_inserted_meanwhile_by_a_node_of_the_same_co
     assert [task.name for task in store.tasks.all()] == sorted(spec.name for spec in specs)
 
 
-def test_a_registration_writes_a_few_hundred_tasks_a_transaction(store: Store) -> None:
+def test_a_registration_writes_a_few_hundred_tasks_a_transaction_on_sqlite(store: Store) -> None:
     """SQLite has one writer: a transaction inserting a 2,000-task chunk held it while every
     node's claims waited (a second of fires missed when 4 nodes started on empty tables).
-    The reads go by 2,000, the writes by ``_WRITE_CHUNK``."""
+    The reads go by 2,000, the writes by ``_WRITE_CHUNK`` there; elsewhere a chunk read is
+    written in one transaction (nothing waits for it, and in 500s a 100,000-task first
+    registration took up to a third longer on PostgreSQL)."""
     specs = [
         TaskSpec(name=f"t{i}", func="tests.jobs:noop", cron="0 0 1 1 *")
         for i in range(2 * _WRITE_CHUNK + 300)
@@ -250,5 +252,8 @@ def test_a_registration_writes_a_few_hundred_tasks_a_transaction(store: Store) -
         sa.event.remove(store.db.engine, "commit", committed)
     written = [b - a for a, b in zip([0, *per_commit], per_commit, strict=False) if b > a]
     assert sum(written) >= len(specs)
-    assert max(written) <= _WRITE_CHUNK
+    if store.db.backend.one_writer:
+        assert max(written) <= _WRITE_CHUNK
+    else:
+        assert max(written) > _WRITE_CHUNK
     assert len(store.tasks.all()) == len(specs)

@@ -73,6 +73,9 @@ class Dialect:
     skip_locked: ClassVar[bool] = False
     #: Whether database time is the calling process's own clock (no server clock).
     local_clock: ClassVar[bool] = False
+    #: Whether one write transaction at a time runs on the whole database (SQLite): a long
+    #: one holds up every other writer, the nodes' claims included.
+    one_writer: ClassVar[bool] = False
     #: Whether batch lists bind as PostgreSQL arrays (``id = ANY(:ids)``: one SQL text per
     #: statement); else as IN lists padded to a power of two (see
     #: :mod:`easyjob.store.expressions`).

@@ -68,6 +68,7 @@ class SQLiteDialect(Dialect):
     driver_module = "sqlite3"
     example_url = "sqlite:///FILE"
     local_clock = True
+    one_writer = True
 
     def check_url(self, url: URL) -> str | None:
         if url.database in (None, "", ":memory:"):
