@@ -29,6 +29,9 @@ from easyjob import NodeConfig
 from app import create_app
 
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test's view of a hang
+# Ctrl-C's KeyboardInterrupt, also when the tests run in the background of a shell without
+# job control: SIGINT is ignored there, and an ignored signal stays ignored across exec
+signal.signal(signal.SIGINT, signal.default_int_handler)
 url, port = sys.argv[1], int(sys.argv[2])
 app = create_app(url, NodeConfig(node_id="web-1", heartbeat=0.2, poll=0.2))
 try:
@@ -54,8 +57,9 @@ def _get(url: str) -> Any:
 
 def _exit_code(proc: subprocess.Popen[bytes], timeout: float, log: Path) -> int:
     """*proc*'s exit code; if it has not exited within *timeout* seconds, fail with its log
-    and every thread's stack (``faulthandler`` on SIGUSR1): a stop that hung once in a run
-    of the docs tests (2026-11-28) and not in 70 runs after it."""
+    and every thread's stack (``faulthandler`` on SIGUSR1). That is how a hang of this test
+    was found (2026-11-28): run alone in a shell's background, the app inherited SIGINT
+    ignored and served on (see SERVE)."""
     try:
         return proc.wait(timeout)
     except subprocess.TimeoutExpired:
