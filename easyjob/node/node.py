@@ -324,7 +324,11 @@ class Node:
         # tasks waited up to a poll for its next round (4 nodes x 6,000 on SQLite: the first
         # fires written 1.1 s after the first tasks)
         self.registrar = Registrar(
-            self.store, specs, self.log, self._registration_failed, on_chunk=self.planner.wake
+            self.store,
+            specs,
+            self.log,
+            self._registration_failed,
+            on_chunk=lambda ids: self.planner.wake(),
         )
         if not background or len(specs) <= SYNC_TASKS:
             self.registrar.register()  # after the node row: seen_time >= started_at

@@ -28,11 +28,11 @@ __all__ = ["Registrar"]
 
 class Registrar:
     """Registers *specs* once, on a thread of its own (:meth:`start`) or in the caller's
-    (:meth:`register`); *on_chunk* is called as each chunk of them is stored (the node's
-    planner plans their fires then, not at its next poll). An error (a task's name taken by
-    a schedule added at run time; the database refusing the writes past the store's
-    retries) is kept in :attr:`error`, logged, and handed to *on_error*: the node stops, as
-    it would have refused to start."""
+    (:meth:`register`); *on_chunk* is called with each chunk's ids by name as it is stored
+    (the node's planner plans their fires then, not at its next poll). An error (a task's
+    name taken by a schedule added at run time; the database refusing the writes past the
+    store's retries) is kept in :attr:`error`, logged, and handed to *on_error*: the node
+    stops, as it would have refused to start."""
 
     def __init__(
         self,
@@ -40,7 +40,7 @@ class Registrar:
         specs: Sequence[TaskSpec],
         log: logging.LoggerAdapter[logging.Logger],
         on_error: Callable[[BaseException], None] | None = None,
-        on_chunk: Callable[[], None] | None = None,
+        on_chunk: Callable[[dict[str, int]], None] | None = None,
     ) -> None:
         self._store = store
         self._specs = specs
@@ -63,10 +63,7 @@ class Registrar:
         """Register in the caller's thread; raises what the store raises."""
         began = time.monotonic()
         try:
-            on_chunk = self._on_chunk
-            self.written = self._store.tasks.register(
-                self._specs, None if on_chunk is None else lambda ids: on_chunk()
-            )
+            self.written = self._store.tasks.register(self._specs, self._on_chunk)
         finally:
             release_memory()
             self._done.set()

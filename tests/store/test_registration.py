@@ -211,11 +211,10 @@ def test_a_node_that_finds_its_chunk_inserted_meanwhile_by_a_node_of_the_same_co
     done: list[int] = []
 
     def meanwhile(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if (
-            not done
-            and statement.lstrip().upper().startswith("SELECT")
-            and "easy_job_task" in (statement)
-        ):
+        reads_tasks = (
+            statement.lstrip().upper().startswith("SELECT") and "easy_job_task" in statement
+        )
+        if not done and reads_tasks:
             done.append(other.tasks.register(specs))  # after this node's read of the chunk
 
     sa.event.listen(store.db.engine, "after_cursor_execute", meanwhile)
