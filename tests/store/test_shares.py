@@ -58,3 +58,25 @@ def test_a_task_share_reads_the_runs_of_its_tasks_and_shards(store: Store) -> No
         )
     assert sorted(c.id for read in reads for c in read) == sorted(c.id for c in every)
     assert {c.shard for read in reads for c in read} == {0, 1, 2}
+
+
+def test_each_instants_fires_written_together_spread_evenly_over_any_number_of_nodes(
+    store: Store,
+) -> None:
+    """A planner writes many fires of each task in one advance (10 ahead, by default): each
+    instant's fires take consecutive ids, so ``default``'s homes (run id mod nodes) give
+    every node its part of every second. Written task by task, with an even number of fires
+    each, half of 4 nodes had all of one second's runs and the other half none."""
+    tasks = store.tasks.upsert([every_second(f"t{i}") for i in range(9)])
+    start = max(task.next_start_time for task in tasks if task.next_start_time is not None)
+    times = [start + timedelta(seconds=i) for i in range(10)]
+    fires, after = tuple(map(PlannedFire, times)), times[-1] + timedelta(seconds=1)
+    advances = [Advance(task.id, task.version, after, fires) for task in tasks]
+    assert sorted(store.tasks.advance("planner", advances)) == sorted(t.id for t in tasks)
+    every = store.runs.pending(times[-1] + timedelta(days=1), 1000)
+    assert len(every) == 90
+    for nodes in (2, 3, 4):
+        for instant in times:
+            ids = [c.id for c in every if c.fire_time == instant]
+            homes = [sum(i % nodes == rank for i in ids) for rank in range(nodes)]
+            assert max(homes) - min(homes) <= 1, (nodes, instant, homes)
