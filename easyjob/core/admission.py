@@ -84,6 +84,7 @@ from functools import cached_property, lru_cache
 from typing import TypeVar
 from zoneinfo import ZoneInfo
 
+from easyjob.core.ids import dealt
 from easyjob.core.records import ORIGIN_RUNTIME, Advance, Candidate, PlanningRow, Run
 from easyjob.core.schedule import Schedule, build_schedule
 from easyjob.core.states import Misfire, Overlap, RunStatus, Trigger
@@ -195,12 +196,13 @@ def declares(catalog: Catalog | None, name: str, func: str, origin: str) -> bool
     return catalog.tasks.get(name) == func
 
 
-def planner_owner(task_id: int, declaring: Sequence[str]) -> str | None:
+def planner_owner(task_id: int, declaring: Sequence[str], id_step: int = 1) -> str | None:
     """The node (of *declaring*, the live nodes that declare the task, sorted) that plans
-    the task's fires: ``task id mod their number``. None when no live node declares it."""
+    the task's fires: ``task id mod their number`` (the id's ordinal, ids *id_step* apart:
+    :mod:`easyjob.core.ids`). None when no live node declares it."""
     if not declaring:
         return None
-    return declaring[task_id % len(declaring)]
+    return declaring[dealt(task_id, len(declaring), id_step)]
 
 
 @dataclass(frozen=True)

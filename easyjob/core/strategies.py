@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import ClassVar, Protocol, runtime_checkable
 
+from easyjob.core.ids import dealt, ordinal
 from easyjob.core.records import Candidate
 from easyjob.errors import UnknownStrategyError
 
@@ -91,13 +92,15 @@ def steal_delay(poll: float) -> timedelta:
 
 @dataclass(frozen=True)
 class Share:
-    """A node's home runs among *nodes* ranked nodes: those whose key ``mod nodes`` is its
-    *rank*; the key is the run id (``default``), or with *by_task* the task id plus the
-    run's shard (``id_hash``). The pending read applies it in SQL (see :func:`read_scope`)."""
+    """A node's home runs among *nodes* ranked nodes: those dealt to its *rank* (see
+    :func:`easyjob.core.ids.dealt`, ids *step* apart) by the run id (``default``), or with
+    *by_task* by the task id plus the run's shard (``id_hash``). The pending read applies
+    it in SQL (see :func:`read_scope`)."""
 
     nodes: int
     rank: int
     by_task: bool = False
+    step: int = 1
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.nodes:
@@ -105,8 +108,9 @@ class Share:
 
     def holds(self, candidate: Candidate) -> bool:
         """Whether *candidate* is a home run of this share."""
-        key = candidate.task_id + candidate.shard if self.by_task else candidate.id
-        return key % self.nodes == self.rank
+        if self.by_task:
+            return dealt(candidate.task_id, self.nodes, self.step, candidate.shard) == self.rank
+        return dealt(candidate.id, self.nodes, self.step) == self.rank
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,8 @@ class ClusterView:
     #: whether every live node declares the same tasks (see ``Membership.uniform``): then
     #: :meth:`nodes_for` is every live node, for any task this node declares
     uniform: bool = True
+    #: how far apart the database hands out ids (``Store.id_step``; see easyjob.core.ids)
+    id_step: int = 1
 
     def nodes_for(self, candidate: Candidate) -> Sequence[str]:
         """The live nodes that may run *candidate* (those that declare its task), sorted:
@@ -157,7 +163,8 @@ class Strategy(Protocol):
 
 class DefaultStrategy:
     """Each run has a home node: ``run id mod n`` = rank among the n live nodes that declare
-    its task. Only the home node takes a run while it is on time; a run late by the steal
+    its task (the id's ordinal, with ids a step apart: :mod:`easyjob.core.ids`). Only the
+    home node takes a run while it is on time; a run late by the steal
     delay (``view.steal_by``, set by a loader with room to spare) goes to the other such
     nodes in turn (:func:`steal_turn`, :func:`late_for_turn`), and the version-checked
     claim settles any overlap. So the runs of a stopped or saturated node
@@ -185,7 +192,7 @@ class DefaultStrategy:
             nodes = view.nodes_for(c)
             if view.me not in nodes:
                 continue
-            turn = steal_turn(c.id, nodes.index(view.me), len(nodes))
+            turn = steal_turn(ordinal(c.id, view.id_step), nodes.index(view.me), len(nodes))
             if turn == 0 or (
                 view.steal_by is not None
                 and c.due_time
@@ -206,18 +213,21 @@ def _share(view: ClusterView, *, by_task: bool) -> Share | None:
     exact: every live node declares the same tasks, and this node is one of two or more."""
     if not view.uniform or view.me not in view.live or len(view.live) < 2:
         return None
-    return Share(len(view.live), view.live.index(view.me), by_task)
+    return Share(len(view.live), view.live.index(view.me), by_task, view.id_step)
 
 
 def is_home(candidate: Candidate, view: ClusterView) -> bool:
-    """Whether *candidate* is a home run of this node (``default``): ``run id mod n`` is its
-    rank among the n live nodes that declare the run's task."""
+    """Whether *candidate* is a home run of this node (``default``): ``run id mod n`` (its
+    ordinal: :mod:`easyjob.core.ids`) is its rank among the n live nodes that declare the
+    run's task."""
     nodes = view.nodes_for(candidate)
-    return view.me in nodes and steal_turn(candidate.id, nodes.index(view.me), len(nodes)) == 0
+    run = ordinal(candidate.id, view.id_step)
+    return view.me in nodes and steal_turn(run, nodes.index(view.me), len(nodes)) == 0
 
 
 def steal_turn(run_id: int, rank: int, nodes: int) -> int:
-    """The turn of the node ranked *rank* among *nodes* to take run *run_id* (``default``): 0
+    """The turn of the node ranked *rank* among *nodes* to take run *run_id* (``default``;
+    the id's ordinal, where ids are handed out a step apart: :mod:`easyjob.core.ids`): 0
     for its home node (``run id mod nodes``); for each other node, its place (1 to
     ``nodes - 1``) in the order in which they may steal it (how late the run must be for
     each: :func:`late_for_turn`). So the nodes with room to spare do not all try a late run
@@ -259,13 +269,16 @@ class IdHashStrategy:
     number added, so its shards spread too), ranked among the live nodes that declare it. A
     task's runs stay on one node while membership is stable, and tasks spread evenly: task
     ids are consecutive, so any n tasks registered together split n/k per node (a hash of
-    the id split 6 tasks over 3 nodes 2/3/1)."""
+    the id split 6 tasks over 3 nodes 2/3/1). With ids a step apart (a Galera cluster's),
+    the task id's ordinal is dealt (:mod:`easyjob.core.ids`)."""
 
     def select(self, candidates: Sequence[Candidate], view: ClusterView) -> list[Candidate]:
         chosen = []
         for c in candidates:
             nodes = view.nodes_for(c)
-            if view.me in nodes and nodes[(c.task_id + c.shard) % len(nodes)] == view.me:
+            if view.me not in nodes:
+                continue
+            if nodes[dealt(c.task_id, len(nodes), view.id_step, c.shard)] == view.me:
                 chosen.append(c)
         return chosen
 

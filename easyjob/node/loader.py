@@ -415,6 +415,7 @@ class Loader(Loop):
             declaring=lambda c: self._membership.declaring(c.task_name, c.func, c.origin),
             steal_by=now - steal_delay(self._config.poll) if spare else None,
             uniform=self._membership.uniform(),
+            id_step=self._store.id_step,
         )
 
     def _choose(self, candidates: list[Candidate], view: ClusterView) -> list[Candidate]:

@@ -296,7 +296,7 @@ class Planner(Loop):
         """Whether this node plans *task*: :func:`~easyjob.core.admission.planner_owner` over
         the live nodes that declare it."""
         declaring = self._membership.declaring(task.name, task.func, task.origin)
-        return planner_owner(task.id, declaring) == self._config.node_id
+        return planner_owner(task.id, declaring, self._store.id_step) == self._config.node_id
 
     def _plan(
         self,

@@ -113,6 +113,12 @@ class Store:
         self.db.require_skip_locked()
 
     @property
+    def id_step(self) -> int:
+        """How far apart the database hands out ids (1; a Galera cluster's size): nodes deal
+        work by ids' ordinals (see :mod:`easyjob.core.ids`)."""
+        return self.db.id_step
+
+    @property
     def local_clock(self) -> bool:
         """Whether database time is this process's clock (SQLite: no server clock)."""
         return self.db.backend.local_clock

@@ -779,6 +779,12 @@ class Store(Protocol):
         """Whether database time is this process's own clock (SQLite), not a server's."""
         ...
 
+    @property
+    def id_step(self) -> int:
+        """How far apart the database hands out ids (1; a Galera cluster's size): see
+        :mod:`easyjob.core.ids`."""
+        ...
+
     def now(self) -> datetime:
         """The database's current time (aware UTC)."""
         ...

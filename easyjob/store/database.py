@@ -8,6 +8,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
+from functools import cached_property
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -250,6 +251,7 @@ class Database:
         try:
             with db.engine.connect() as conn:  # a read: on SQLite no turn to write
                 conn.execution_options(**READONLY).execute(sa.select(1))
+                db.__dict__["id_step"] = db.backend.id_step(conn)  # known before any work
         except sa_exc.DBAPIError as err:
             db.dispose()
             raise DatabaseUnavailableError(
@@ -275,6 +277,15 @@ class Database:
     def server(self) -> str:
         """The database product and version, e.g. ``mariadb 10.11.6``, for messages."""
         return self.backend.server(self.engine)
+
+    @cached_property
+    def id_step(self) -> int:
+        """How far apart the database hands out ids (see :mod:`easyjob.core.ids`): 1, or on
+        MySQL/MariaDB its ``auto_increment_increment`` (a Galera cluster's size). Read once,
+        when the database is opened (or at first use, for one built on an engine): nodes
+        started while a Galera cluster had another size deal by the old step, which splits
+        less evenly, not wrongly (a run no node takes is stolen late)."""
+        return self.read("id_step", self.backend.id_step)
 
     @property
     def url(self) -> str:

@@ -57,6 +57,7 @@ __all__ = [
     "named_versions",
     "not_in_list",
     "not_in_named",
+    "ordinal_of",
     "padded",
     "per_id",
     "per_key",
@@ -410,6 +411,16 @@ class _Unindexed(sa.ColumnElement[Any]):
 def _unindexed(element: _Unindexed, compiler: SQLCompiler, **kw: Any) -> str:
     column = compiler.process(element.column, **kw)
     return f"+{column}" if compiler.dialect.name == "sqlite" else column
+
+
+def ordinal_of(
+    column: sa.ColumnElement[int], step: int | sa.BindParameter[int]
+) -> sa.ColumnElement[int]:
+    """The SQL of :func:`easyjob.core.ids.ordinal`: *column* ``div`` *step*. Integer division
+    on SQLite and PostgreSQL; ``FLOOR(a / b)`` on MySQL/MariaDB, whose decimal quotient is
+    rounded to 4 places, which never carries to the next integer for a step under 20,000
+    (a quotient's fraction is a multiple of 1 / step)."""
+    return column // step
 
 
 def unindexed(column: sa.ColumnElement[_T]) -> sa.ColumnElement[_T]:

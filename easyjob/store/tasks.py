@@ -35,6 +35,7 @@ from easyjob.store.expressions import (
     named_values,
     named_versions,
     not_in_list,
+    ordinal_of,
     per_named,
     unindexed,
 )
@@ -363,7 +364,8 @@ class TaskStore:
         tasks no live node has never pile up runs nobody can take; it learns which are not
         its own from what this returns, and the list stays short).
 
-        With *share* ``(rank, size)`` only the tasks with ``id mod size == rank``, plus any
+        With *share* ``(rank, size)`` only the tasks with ``id mod size == rank`` (the id's
+        ordinal, ids ``Database.id_step`` apart: :mod:`easyjob.core.ids`), plus any
         whose ``next_start_time`` is before *overdue_before*: live nodes split the advancing
         between them instead of all racing for every task, and a task whose owner is gone is
         still advanced by someone once it is overdue. Tasks whose id is in *exclude* (set
@@ -395,7 +397,7 @@ class TaskStore:
                 query = query.where(sa.or_(t.c.misfire == str(Misfire.CATCH_UP), ~behind))
             if share is not None:
                 rank, size = share
-                mine = t.c.id % size == rank
+                mine = ordinal_of(t.c.id, self._db.id_step) % size == rank
                 if overdue_before is not None:
                     mine = sa.or_(mine, t.c.next_start_time < overdue_before)
                 query = query.where(mine)

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
+from easyjob.core.admission import planner_owner
 from easyjob.core.records import Advance, PlannedFire
 from easyjob.core.strategies import ReadScope, Share
 from easyjob.store import Store
@@ -80,3 +83,48 @@ def test_each_instants_fires_written_together_spread_evenly_over_any_number_of_n
             ids = [c.id for c in every if c.fire_time == instant]
             homes = [sum(i % nodes == rank for i in ids) for rank in range(nodes)]
             assert max(homes) - min(homes) <= 1, (nodes, instant, homes)
+
+
+def test_the_store_reads_how_far_apart_its_database_hands_out_ids(store: Store) -> None:
+    """1 on SQLite and PostgreSQL; MySQL/MariaDB's ``auto_increment_increment`` (a Galera
+    cluster's size: tests/chaos/test_galera_homes.py)."""
+    if store.db.dialect == "mysql":
+        step = store.db.read(
+            "step", lambda c: c.exec_driver_sql("SELECT @@auto_increment_increment").scalar()
+        )
+        assert store.id_step == int(step)
+    else:
+        assert store.id_step == 1
+
+
+@pytest.mark.parametrize("step", [2, 3])
+def test_with_ids_a_step_apart_the_sql_shares_deal_the_ordinal_as_the_rules_do(
+    store: Store, step: int
+) -> None:
+    """The pending read's shares (``default``'s by run id, ``id_hash``'s by task id plus
+    shard) and the planner's share of due tasks compute the ordinal in SQL exactly as
+    ``Share.holds`` and ``planner_owner`` do (``id div step``, then ``mod nodes``), on every
+    database; the store's step is set by hand here (a Galera cluster's would be read)."""
+    store.db.id_step = step  # type: ignore[misc]  # what a Galera cluster of *step* says
+    tasks = store.tasks.upsert([every_second(f"s{i}", shards=1 + i % 2) for i in range(7)])
+    start = max(task.next_start_time for task in tasks if task.next_start_time is not None)
+    times = [start + timedelta(seconds=i) for i in range(3)]
+    fires, after = tuple(map(PlannedFire, times)), times[-1] + timedelta(seconds=1)
+    advances = [Advance(t.id, t.version, after, fires, 1 + i % 2) for i, t in enumerate(tasks)]
+    store.tasks.advance("planner", advances)
+    far = after + timedelta(days=1)
+    every = store.runs.pending(far, 1000)
+    assert len(every) == 3 * (4 * 1 + 3 * 2)
+    for by_task in (False, True):
+        reads = []
+        for rank in range(3):
+            share = Share(3, rank, by_task, step)
+            read = store.runs.pending(far, 1000, scope=ReadScope(share, None))
+            assert [c.id for c in read] == [c.id for c in every if share.holds(c)], (by_task, rank)
+            reads.append(read)
+        assert sorted(c.id for read in reads for c in read) == sorted(c.id for c in every)
+    live = ["a", "b", "c"]
+    due = store.tasks.due(far, 1000)
+    planned = [{t.id for t in store.tasks.due(far, 1000, share=(rank, 3))} for rank in range(3)]
+    for rank, me in enumerate(live):
+        assert planned[rank] == {t.id for t in due if planner_owner(t.id, live, step) == me}

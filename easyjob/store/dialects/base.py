@@ -120,6 +120,11 @@ class Dialect:
         """SQLAlchemy's dialect, to compile statements without a connection (``easyjob sql``)."""
         raise NotImplementedError
 
+    def id_step(self, conn: sa.Connection) -> int:
+        """How far apart this database hands out the ids of new rows (see
+        :mod:`easyjob.core.ids`): 1, a sequence's or rowid's step."""
+        return 1
+
     def column_types(self) -> Mapping[str, sa.types.TypeEngine[Any]]:
         """Column types that replace the schema's generic ones here, by role: ``id``
         (``BIGINT``), ``datetime`` (``DATETIME``/``TIMESTAMP``), ``long_text`` (``TEXT``)."""

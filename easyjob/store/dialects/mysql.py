@@ -100,6 +100,12 @@ class MySQLDialect(Dialect):
     def offline(self) -> sa.engine.Dialect:
         return mysql.dialect()
 
+    def id_step(self, conn: sa.Connection) -> int:
+        """``auto_increment_increment``: on a Galera cluster its size (set by
+        ``wsrep_auto_increment_control``), each member handing out ids that far apart."""
+        step = conn.exec_driver_sql("SELECT @@auto_increment_increment").scalar()
+        return max(1, int(step or 1))
+
     def is_transient(self, orig: BaseException) -> bool:
         return self.error_kind(orig) is not None
 

@@ -17,7 +17,7 @@ from easyjob.core.records import Candidate, Run
 from easyjob.core.states import HELD, Misfire, Overlap, RunStatus, TaskStatus, Trigger
 from easyjob.core.strategies import ReadScope
 from easyjob.store.database import Database
-from easyjob.store.expressions import in_list, in_named, named_list, not_in_named
+from easyjob.store.expressions import in_list, in_named, named_list, not_in_named, ordinal_of
 from easyjob.store.schema import task_detail_table, task_table
 
 __all__ = ["RunReads", "claimable_by", "read_runs", "read_started", "returned_runs", "won_runs"]
@@ -163,7 +163,7 @@ class RunReads:
         if exclude:
             params.update(named_list("exclude", exclude))
         if share is not None:
-            params.update(nodes=share.nodes, rank=share.rank, others_by=others_by)
+            params.update(nodes=share.nodes, rank=share.rank, step=share.step, others_by=others_by)
 
         def read(conn: sa.Connection) -> list[Candidate]:
             found = [_candidate(row) for row in conn.execute(query, params)]
@@ -312,13 +312,15 @@ def _pending_read(
 
 
 def _in_scope(by_task: bool, others: bool) -> sa.ColumnElement[bool]:
-    """A home run of the share ``nodes``, ``rank`` (by task and shard, or by run id), or,
-    with *others*, any run due by ``others_by``."""
-    key = d.c.task_id + d.c.shard if by_task else d.c.id
+    """A home run of the share ``nodes``, ``rank``, ids ``step`` apart (by task and shard, or
+    by run id: :func:`easyjob.core.ids.dealt`), or, with *others*, any run due by
+    ``others_by``."""
     nodes, rank = (
         sa.bindparam("nodes", type_=sa.Integer()),
         sa.bindparam("rank", type_=sa.Integer()),
     )
+    step = sa.bindparam("step", type_=sa.Integer())
+    key = ordinal_of(d.c.task_id, step) + d.c.shard if by_task else ordinal_of(d.c.id, step)
     home = (key % nodes) == rank
     if not others:
         return home
