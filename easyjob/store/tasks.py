@@ -512,8 +512,8 @@ class TaskStore:
             for fire in by_id[task_id].fires
             for row in _fire_rows(task_id, fire, by_id[task_id].shards, targets.get(task_id), now)
         ]
-        # in due order, each instant's fires together: they take consecutive ids, so the
-        # ``default`` strategy's homes (run id mod nodes) spread each instant over the nodes
+        # in due order, each instant's fires together: they take consecutive ids (ordinals,
+        # see easyjob.core.ids), so ``default``'s homes spread each instant over the nodes
         # (written task by task, 10 fires each, half of 4 nodes had every second's runs)
         rows.sort(key=_written_order)
         begun = start_rows(conn, node_id, rows, limits, now) if limits else []

@@ -66,7 +66,7 @@ def test_dealt_by_the_id_itself_ids_a_step_apart_fall_on_few_nodes() -> None:
 def test_every_rule_that_deals_by_id_deals_the_ordinal_and_they_agree(step: int) -> None:
     """``default``'s homes (its selection, ``is_home`` and the pending read's share),
     ``id_hash``'s tasks (by task id plus shard) and a task's planner: the same node for the
-    same ordinal, each node a third of 30 ids 3 apart."""
+    same ordinal, each node a third of 30 ids *step* apart."""
     batch = runs(271, step, 30)
     live = NODES[:3]
     home: dict[int, str] = {}
