@@ -10,15 +10,21 @@ give every list a bounded number of texts, per database:
   ``(:values)[array_position(:ids, id)]`` (the version check is one: ``version =
   (:versions)[array_position(:ids, id)]``).
   One text per statement whatever the batch, so psycopg prepares it after a few runs.
-- SQLite and MySQL/MariaDB (no arrays) keep IN lists, padded to the next power of two by
-  repeating the last element (a duplicate in an IN list matches nothing more, a duplicate
-  key maps to the same value): at most log2(batch) + 1 texts per statement. A value per id
-  is looked up, not chosen by a CASE with a WHEN per distinct value: on SQLite with
-  ``json_extract(:object, '$."' || id || '"')`` from one bound JSON object (one text), on
-  MySQL with ``ELT(FIELD(id, :keys...), :values...)`` over the padded lists.
+- SQLite binds each list as one JSON array: ``id IN (SELECT value FROM json_each(:ids))``
+  (SQLite reads the list once and looks each id up by the primary key), a value per id
+  ``json_extract(:object, '$."' || id || '"')`` from one bound JSON object (the version
+  check is one). One text per statement, as on PostgreSQL; and no IN list for SQLAlchemy
+  to render at each execution (a claim of 37 runs rendered some 200 parameter names, a
+  third of the store's CPU for it).
+- MySQL/MariaDB keep IN lists, padded to the next power of two by repeating the last
+  element (a duplicate in an IN list matches nothing more, a duplicate key maps to the
+  same value): at most log2(batch) + 1 texts per statement. A value per id is looked up
+  with ``ELT(FIELD(id, :keys...), :values...)`` over the padded lists, not chosen by a CASE
+  with a WHEN per distinct value.
 
 Which form a database gets is its dialect's to say (:attr:`Dialect.array_lists
-<easyjob.store.dialects.base.Dialect.array_lists>`, :meth:`Dialect.lookup_sql
+<easyjob.store.dialects.base.Dialect.array_lists>`, :attr:`Dialect.json_lists
+<easyjob.store.dialects.base.Dialect.json_lists>`, :meth:`Dialect.lookup_sql
 <easyjob.store.dialects.base.Dialect.lookup_sql>`).
 
 Each shape comes in two bindings. :func:`in_list`, :func:`not_in_list`, :func:`at_versions`
@@ -86,7 +92,8 @@ def padded(values: Sequence[Any]) -> list[Any]:
 
 def in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.ColumnElement[bool]:
     """``column IN values`` in a shape drivers cache: ``column = ANY(:array)`` on
-    PostgreSQL, an IN list padded to a power of two elsewhere (see the module)."""
+    PostgreSQL, ``column IN (SELECT value FROM json_each(:list))`` on SQLite, an IN list
+    padded to a power of two on MySQL/MariaDB (see the module)."""
     return _in(column, *_bound_list(column, values))
 
 
@@ -97,9 +104,10 @@ def in_named(column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]
 
 
 def named_list(name: str, values: Collection[Any]) -> dict[str, Any]:
-    """The execution parameters of :func:`in_named` *name* holding *values*."""
+    """The execution parameters of :func:`in_named` *name* holding *values* (one per form:
+    only the one its database renders is sent)."""
     listed = list(values)
-    return {f"{name}_array": listed, f"{name}_list": padded(listed)}
+    return {f"{name}_array": listed, f"{name}_json": listed, f"{name}_list": padded(listed)}
 
 
 def not_in_list(column: sa.ColumnElement[Any], values: Collection[Any]) -> sa.ColumnElement[bool]:
@@ -114,32 +122,49 @@ def not_in_named(column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[b
 
 
 def _in(
-    column: sa.ColumnElement[Any], array: sa.BindParameter[Any], listed: sa.BindParameter[Any]
+    column: sa.ColumnElement[Any],
+    array: sa.BindParameter[Any],
+    listed: sa.BindParameter[Any],
+    json_list: sa.BindParameter[Any],
 ) -> sa.ColumnElement[bool]:
-    return _Choice(column == sa.any_(array), column.in_(listed))
+    return _Choice(column == sa.any_(array), column.in_(listed), json=column.in_(_each(json_list)))
 
 
 def _not_in(
-    column: sa.ColumnElement[Any], array: sa.BindParameter[Any], listed: sa.BindParameter[Any]
+    column: sa.ColumnElement[Any],
+    array: sa.BindParameter[Any],
+    listed: sa.BindParameter[Any],
+    json_list: sa.BindParameter[Any],
 ) -> sa.ColumnElement[bool]:
-    return _Choice(column != sa.all_(array), column.not_in(listed))
+    return _Choice(
+        column != sa.all_(array), column.not_in(listed), json=column.not_in(_each(json_list))
+    )
+
+
+def _each(json_list: sa.BindParameter[Any]) -> sa.Select[Any]:
+    """``SELECT value FROM json_each(:list)``: the items of a list bound as a JSON array."""
+    items = sa.func.json_each(json_list).table_valued("value")
+    return sa.select(items.c.value)
 
 
 def _bound_list(
     column: sa.ColumnElement[Any], values: Collection[Any]
-) -> tuple[sa.BindParameter[Any], sa.BindParameter[Any]]:
-    """*values* bound as an array of *column*'s type and as a padded expanding list."""
+) -> tuple[sa.BindParameter[Any], sa.BindParameter[Any], sa.BindParameter[Any]]:
+    """*values* bound as an array of *column*'s type, as a padded expanding list and as a
+    JSON array."""
     listed = list(values)
     array = sa.bindparam(None, listed, type_=sa.ARRAY(column.type))
-    return array, _expanding(padded(listed), column.type)
+    json_list = sa.bindparam(None, listed, type_=_JSONList(column.type))
+    return array, _expanding(padded(listed), column.type), json_list
 
 
 def _named_list(
     column: sa.ColumnElement[Any], name: str
-) -> tuple[sa.BindParameter[Any], sa.BindParameter[Any]]:
-    """The array and the expanding list parameters of :func:`named_list` *name*."""
+) -> tuple[sa.BindParameter[Any], sa.BindParameter[Any], sa.BindParameter[Any]]:
+    """The array, expanding list and JSON array parameters of :func:`named_list` *name*."""
     array = sa.bindparam(f"{name}_array", type_=sa.ARRAY(column.type))
-    return array, sa.bindparam(f"{name}_list", type_=column.type, expanding=True)
+    listed = sa.bindparam(f"{name}_list", type_=column.type, expanding=True)
+    return array, listed, sa.bindparam(f"{name}_json", type_=_JSONList(column.type))
 
 
 def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElement[bool]:
@@ -148,13 +173,14 @@ def at_versions(table: sa.Table, expected: Mapping[int, int]) -> sa.ColumnElemen
     checked, see :func:`_at_versions`). One text per statement on PostgreSQL (two arrays),
     at most log2(batch) + 1 elsewhere (see the module)."""
     versions = list(expected.values())
-    id_array, id_list = _bound_list(table.c.id, expected)
+    id_array, id_list, id_json = _bound_list(table.c.id, expected)
     return _at_versions(
         table,
-        _in(table.c.id, id_array, id_list),
+        _in(table.c.id, id_array, id_list, id_json),
         id_array,  # the list's own array: the ids go once
         sa.bindparam(None, versions, type_=sa.ARRAY(table.c.version.type)),
         _expanding(padded(list(expected.items())), _pair_type(table)),
+        sa.bindparam(None, list(expected.items()), type_=_JSONObject(table.c.version.type)),
     )
 
 
@@ -162,13 +188,14 @@ def at_named_versions(table: sa.Table, name: str) -> sa.ColumnElement[bool]:
     """:func:`at_versions` for a statement built once and executed with the rows passed as
     :func:`named_versions` *name*: building a batch UPDATE and its cache key cost SQLAlchemy
     more than sending it (0.6-1.0 ms a statement, issue 25)."""
-    id_array, id_list = _named_list(table.c.id, name)
+    id_array, id_list, id_json = _named_list(table.c.id, name)
     return _at_versions(
         table,
-        _in(table.c.id, id_array, id_list),
+        _in(table.c.id, id_array, id_list, id_json),
         id_array,  # the list's own array: the ids go once
         sa.bindparam(f"{name}_versions", type_=sa.ARRAY(table.c.version.type)),
         sa.bindparam(f"{name}_pairs", type_=_pair_type(table), expanding=True),
+        sa.bindparam(f"{name}_object", type_=_JSONObject(table.c.version.type)),
     )
 
 
@@ -178,6 +205,7 @@ def named_versions(name: str, expected: Mapping[int, int]) -> dict[str, Any]:
         **named_list(name, expected),
         f"{name}_versions": list(expected.values()),
         f"{name}_pairs": padded(list(expected.items())),
+        f"{name}_object": expected.items(),
     }
 
 
@@ -187,19 +215,22 @@ def _at_versions(
     id_array: sa.BindParameter[Any],
     version_array: sa.BindParameter[Any],
     pairs: sa.BindParameter[Any],
+    mapping: sa.BindParameter[Any],
 ) -> sa.ColumnElement[bool]:
     """The rows of *by_id* whose version is the one listed beside their id: on PostgreSQL
     looked up in the arrays (``version = (:versions)[array_position(:ids, id)]``), a
     condition on each row, not a join. As ``(id, version) IN (SELECT * FROM unnest(...))``
     it was a semi-join that PostgreSQL, when it misjudged the rows of *by_id* (a table
     without statistics yet), ran as a nested loop: batch x batch comparisons, 6 ms of a
-    saturated planner's advance of 200 tasks. Elsewhere a row-value IN over padded
-    pairs."""
-    listed = table.c.version == _looked_up(
-        table.c.id, id_array, version_array, table.c.version.type
-    )
-    pair = sa.tuple_(table.c.id, table.c.version)
-    return sa.and_(by_id, _Choice(listed, pair.in_(pairs)))
+    saturated planner's advance of 200 tasks. On SQLite looked up in one JSON object
+    (``version = json_extract(:object, ...)``, :meth:`Dialect.lookup_sql
+    <easyjob.store.dialects.base.Dialect.lookup_sql>`); on MySQL/MariaDB a row-value IN over
+    padded pairs."""
+    version = table.c.version
+    listed = version == _looked_up(table.c.id, id_array, version_array, version.type)
+    pair = sa.tuple_(table.c.id, version)
+    looked_up = version == _Lookup(table.c.id, mapping, None, None, version.type)
+    return sa.and_(by_id, _Choice(listed, pair.in_(pairs), json=looked_up))
 
 
 def _pair_type(table: sa.Table) -> sa.TupleType:
@@ -307,33 +338,48 @@ def _expanding(values: list[Any], type_: Any) -> sa.BindParameter[Any]:
 
 class _Choice(sa.ColumnElement[Any]):
     """*arrays* on a database that binds lists as arrays (:attr:`Dialect.array_lists`),
-    *padded* on the others. Both stay children (so a traversal that rewrites conditions,
-    like the model test's broken stores, reaches both); only one is rendered."""
+    *json* (when given) on one that binds them as JSON (:attr:`Dialect.json_lists`),
+    *padded* on the others. All stay children (so a traversal that rewrites conditions,
+    like the model test's broken stores, reaches each); only one is rendered."""
 
     inherit_cache = True
     _traverse_internals = [
         ("arrays", InternalTraversal.dp_clauseelement),
         ("padded", InternalTraversal.dp_clauseelement),
+        ("json", InternalTraversal.dp_clauseelement),
     ]
 
     def __init__(
-        self, arrays: sa.ColumnElement[Any], padded: sa.ColumnElement[Any], type_: Any = None
+        self,
+        arrays: sa.ColumnElement[Any],
+        padded: sa.ColumnElement[Any],
+        type_: Any = None,
+        *,
+        json: sa.ColumnElement[Any] | None = None,
     ) -> None:
         self.arrays = arrays
         self.padded = padded
+        self.json = json
         self.type = sa.types.to_instance(type_) if type_ is not None else sa.Boolean()
         self._is_implicitly_boolean = type_ is None  # a condition: no "= 1" on SQLite
 
 
 @compiles(_Choice)
 def _choose(element: _Choice, compiler: SQLCompiler, **kw: Any) -> str:
-    chosen = element.arrays if _dialect(compiler).array_lists else element.padded
+    dialect = _dialect(compiler)
+    if dialect.array_lists:
+        chosen = element.arrays
+    elif dialect.json_lists and element.json is not None:
+        chosen = element.json
+    else:
+        chosen = element.padded
     return compiler.process(chosen, **kw)
 
 
 class _Lookup(sa.ColumnElement[Any]):
     """The value of *column* among bound ``(key, value)`` pairs, on SQLite (*mapping*, one
-    JSON object) and MySQL (*keys* and *values*, padded lists)."""
+    JSON object) and MySQL (*keys* and *values*, padded lists; None in an expression only
+    SQLite renders)."""
 
     inherit_cache = True
     _traverse_internals = [
@@ -347,8 +393,8 @@ class _Lookup(sa.ColumnElement[Any]):
         self,
         column: sa.ColumnElement[Any],
         mapping: sa.BindParameter[Any],
-        keys: sa.BindParameter[Any],
-        values: sa.BindParameter[Any],
+        keys: sa.BindParameter[Any] | None,
+        values: sa.BindParameter[Any] | None,
         type_: sa.types.TypeEngine[Any],
     ) -> None:
         self.column = column
@@ -356,6 +402,22 @@ class _Lookup(sa.ColumnElement[Any]):
         self.keys = keys
         self.values = values
         self.type = type_
+
+
+class _JSONList(sa.types.TypeDecorator[Any]):
+    """A list bound as one JSON array ``[item, ...]`` (read with ``json_each``), each item
+    as *item_type* binds it on this database."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def __init__(self, item_type: sa.types.TypeEngine[Any]) -> None:
+        super().__init__()
+        self.item_type = item_type
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str:
+        process = self.item_type.dialect_impl(dialect).bind_processor(dialect)
+        return json.dumps(list(value) if process is None else [process(v) for v in value])
 
 
 class _JSONObject(sa.types.TypeDecorator[Any]):

@@ -80,6 +80,10 @@ class Dialect:
     #: statement); else as IN lists padded to a power of two (see
     #: :mod:`easyjob.store.expressions`).
     array_lists: ClassVar[bool] = False
+    #: Whether batch lists bind as one JSON array each, read with ``json_each`` (SQLite): one
+    #: SQL text per statement, and no IN list for SQLAlchemy to render at every execution
+    #: (see :mod:`easyjob.store.expressions`). Ignored where :attr:`array_lists`.
+    json_lists: ClassVar[bool] = False
 
     # -- URLs and connections ---------------------------------------------------------------
 

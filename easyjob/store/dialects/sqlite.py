@@ -69,6 +69,7 @@ class SQLiteDialect(Dialect):
     example_url = "sqlite:///FILE"
     local_clock = True
     one_writer = True
+    json_lists = True
 
     def check_url(self, url: URL) -> str | None:
         if url.database in (None, "", ":memory:"):
