@@ -77,8 +77,8 @@ class Dialect:
     #: one holds up every other writer, the nodes' claims included.
     one_writer: ClassVar[bool] = False
     #: Whether batch lists bind as PostgreSQL arrays (``id = ANY(:ids)``: one SQL text per
-    #: statement); else as IN lists padded to a power of two (see
-    #: :mod:`easyjob.store.expressions`).
+    #: statement); else as JSON (:attr:`json_lists`) or as IN lists padded to a power of two
+    #: (see :mod:`easyjob.store.expressions`).
     array_lists: ClassVar[bool] = False
     #: Whether batch lists bind as one JSON array each, read with ``json_each`` (SQLite): one
     #: SQL text per statement, and no IN list for SQLAlchemy to render at every execution

@@ -50,10 +50,10 @@ class SQLiteDialect(Dialect):
       SQLite's own ``datetime('now')``, every row of a batch write gets the same time.
     - A read-only engine's connections are ``query_only``.
     - No ``SKIP LOCKED``: SQLite locks the whole database.
-    - No arrays: batch lists are IN lists padded to a power of two, a value per row is a
-      ``json_extract`` from one bound JSON object (:meth:`lookup_sql`).
-    - A statement cache of 512 per connection (the module's default is 128): batch
-      statements come in up to log2(batch) + 1 texts each.
+    - No arrays: batch lists are JSON arrays read with ``json_each`` (:attr:`json_lists`),
+      a value per row (a version too) a ``json_extract`` from one bound JSON object
+      (:meth:`lookup_sql`): one text per batch statement.
+    - A statement cache of 512 per connection (the module's default is 128).
     - A full disk passes once space returns, even on a small volume: the WAL is folded back
       into the database file every :data:`WAL_AUTOCHECKPOINT_PAGES` pages and keeps at most
       :data:`WAL_SIZE_LIMIT` bytes, and after a "database or disk is full" error the next
@@ -88,9 +88,9 @@ class SQLiteDialect(Dialect):
         connect_args = {
             "timeout": options.busy_timeout_s,
             "check_same_thread": False,
-            # batch statements have up to 9 texts each (lists padded to powers of two, see
-            # easyjob.store.expressions): claim, start, finish, close, release and advance
-            # alone sent 95 in tests/store/test_statement_shapes.py; the default keeps 128
+            # room for every statement the store sends: each batch statement has one text
+            # (lists bound as JSON, see easyjob.store.expressions; padded IN lists gave up
+            # to 9 each, 95 for the batch transitions alone), the default keeps 128
             "cached_statements": 512,
         }
         kwargs = {
