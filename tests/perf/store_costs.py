@@ -63,7 +63,7 @@ def main(argv: list[str]) -> int:
         finished += len(timed("finish", store.runs.finish_many, list(started.values())))
     store.close()
     if finished < size * rounds:
-        raise SystemExit(f"only {finished} of {size * rounds} runs finished: the batches were short")
+        raise SystemExit(f"only {finished} of {size * rounds} runs finished: short batches")
     per_run = finished
     for step, (cpu, wall) in spent.items():
         cpu_us, wall_us = cpu * 1e6 / per_run, wall * 1e6 / per_run
