@@ -404,9 +404,9 @@ class _Lookup(sa.ColumnElement[Any]):
         self.type = type_
 
 
-class _JSONList(sa.types.TypeDecorator[Any]):
-    """A list bound as one JSON array ``[item, ...]`` (read with ``json_each``), each item
-    as *item_type* binds it on this database."""
+class _JSON(sa.types.TypeDecorator[Any]):
+    """Values bound as one JSON text, each value as *item_type* binds it on this database
+    (times as SQLite stores them: text)."""
 
     impl = sa.Text
     cache_ok = True
@@ -415,24 +415,28 @@ class _JSONList(sa.types.TypeDecorator[Any]):
         super().__init__()
         self.item_type = item_type
 
+    def _item(self, dialect: sa.Dialect) -> Any:
+        """How an item binds on *dialect* (None: as it is)."""
+        return self.item_type.dialect_impl(dialect).bind_processor(dialect)
+
+
+class _JSONList(_JSON):
+    """A list bound as one JSON array ``[item, ...]`` (read with ``json_each``)."""
+
+    cache_ok = True  # SQLAlchemy asks each class
+
     def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str:
-        process = self.item_type.dialect_impl(dialect).bind_processor(dialect)
+        process = self._item(dialect)
         return json.dumps(list(value) if process is None else [process(v) for v in value])
 
 
-class _JSONObject(sa.types.TypeDecorator[Any]):
-    """``(key, value)`` pairs bound as one JSON object ``{"key": value}``, each value as
-    *item_type* binds it on this database (times as SQLite stores them: text)."""
+class _JSONObject(_JSON):
+    """``(key, value)`` pairs bound as one JSON object ``{"key": value}``."""
 
-    impl = sa.Text
-    cache_ok = True
-
-    def __init__(self, item_type: sa.types.TypeEngine[Any]) -> None:
-        super().__init__()
-        self.item_type = item_type
+    cache_ok = True  # SQLAlchemy asks each class
 
     def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str:
-        process = self.item_type.dialect_impl(dialect).bind_processor(dialect)
+        process = self._item(dialect)
         items = value if process is None else ((k, process(v)) for k, v in value)
         return json.dumps({str(k): v for k, v in items})
 
