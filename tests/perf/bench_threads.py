@@ -30,21 +30,9 @@ from tempfile import TemporaryDirectory
 
 from easyjob.bench.trial import TrialConfig, run_trial
 from tests.perf.idle_cost import threads_of
+from tests.perf.peers.cpu import children
 
 Sample = dict[str, tuple[int, int]]  # role -> (CPU ns, voluntary context switches)
-
-
-def _children() -> list[int]:
-    """This process's child processes (the bench's nodes)."""
-    me, found = str(os.getpid()), []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[1] == me:
-            found.append(int(stat.parent.name))
-    return found
 
 
 def _sample(pids: list[int]) -> Sample:
@@ -71,7 +59,7 @@ def main(argv: list[str]) -> int:
     def sample_window(start: datetime, end: datetime) -> None:
         def at(moment: datetime) -> None:  # SQLite's time is this machine's clock
             time.sleep(max(0.0, (moment - datetime.now(UTC)).total_seconds()))
-            samples.append(_sample(_children()))
+            samples.append(_sample(children(os.getpid(), "easyjob")))  # the nodes
 
         def both() -> None:  # mid-second before and after the window's fire seconds
             at(start - timedelta(seconds=0.5))
