@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -42,6 +43,43 @@ _HELD_COLUMNS = (
 )
 
 
+@cache
+def _held_by_dead() -> sa.Select[Any]:
+    """At most ``limit`` runs held (CLAIMED or RUNNING) by a node whose heartbeat is before
+    ``cutoff`` or that has no row, with their task's name, by id: built once (recovery
+    reads it every few seconds on every node)."""
+    return (
+        sa.select(*_HELD_COLUMNS)
+        .join_from(d, n, n.c.node_id == d.c.node_id, isouter=True)
+        .join(t, t.c.id == d.c.task_id)
+        .where(
+            d.c.status.in_([str(s) for s in HELD]),
+            sa.or_(
+                n.c.node_id.is_(None),
+                n.c.heartbeat_at < sa.bindparam("cutoff", type_=n.c.heartbeat_at.type),
+            ),
+        )
+        .order_by(d.c.id)
+        .limit(sa.bindparam("limit", type_=sa.Integer()))
+    )
+
+
+@cache
+def _held_by() -> sa.Select[Any]:
+    """At most ``limit`` runs held by the node ``node``, with their task's name, by id:
+    built once (a node's orphan sweep reads it every few seconds)."""
+    return (
+        sa.select(*_HELD_COLUMNS)
+        .join_from(d, t, t.c.id == d.c.task_id)
+        .where(
+            d.c.status.in_([str(s) for s in HELD]),
+            d.c.node_id == sa.bindparam("node", type_=d.c.node_id.type),
+        )
+        .order_by(d.c.id)
+        .limit(sa.bindparam("limit", type_=sa.Integer()))
+    )
+
+
 class RunRecovery:
     """The run store's recovery of runs whose holder is gone."""
 
@@ -57,18 +95,8 @@ class RunRecovery:
 
         def read(conn: sa.Connection) -> list[HeldRun]:
             cutoff = (now or database_time(conn)) - dead_after
-            query = (
-                sa.select(*_HELD_COLUMNS)
-                .join_from(d, n, n.c.node_id == d.c.node_id, isouter=True)
-                .join(t, t.c.id == d.c.task_id)
-                .where(
-                    d.c.status.in_([str(s) for s in HELD]),
-                    sa.or_(n.c.node_id.is_(None), n.c.heartbeat_at < cutoff),
-                )
-                .order_by(d.c.id)
-                .limit(limit)
-            )
-            return [_held(row) for row in conn.execute(query).mappings()]
+            rows = conn.execute(_held_by_dead(), {"cutoff": cutoff, "limit": limit})
+            return [_held(row) for row in rows.mappings()]
 
         return self._db.read("held_by_dead", read)
 
@@ -77,14 +105,8 @@ class RunRecovery:
         configured id recovers what its crashed predecessor held."""
 
         def read(conn: sa.Connection) -> list[HeldRun]:
-            query = (
-                sa.select(*_HELD_COLUMNS)
-                .join_from(d, t, t.c.id == d.c.task_id)
-                .where(d.c.status.in_([str(s) for s in HELD]), d.c.node_id == node_id)
-                .order_by(d.c.id)
-                .limit(limit)
-            )
-            return [_held(row) for row in conn.execute(query).mappings()]
+            rows = conn.execute(_held_by(), {"node": node_id, "limit": limit})
+            return [_held(row) for row in rows.mappings()]
 
         return self._db.read("held_by", read)
 
