@@ -1,8 +1,7 @@
 """What an idle node costs the database: the round trips of its periodic threads, counted by
 the store's counters (issue 25, goal 4: every node pays them, whatever its share of the work).
 
-On SQLite each write transaction's ``BEGIN IMMEDIATE`` is a statement of its own; a read
-sends no ``BEGIN`` (each of its statements is its own transaction, as on PostgreSQL)."""
+On SQLite each transaction's ``BEGIN`` is a statement of its own."""
 
 from __future__ import annotations
 
@@ -36,10 +35,10 @@ def _idle(rig: Callable[..., Rig], registry: Registry) -> Rig:
 
 
 def test_a_heartbeat_is_one_write_and_one_read(rig: Callable[..., Rig], registry: Registry) -> None:
-    """The write (BEGIN IMMEDIATE, the time, the UPDATE), then one read of the peers (the
-    SELECT) that also gives the database time: no read of the time of its own."""
+    """The write (BEGIN IMMEDIATE, the time, the UPDATE), then one read of the peers (BEGIN,
+    the SELECT) that also gives the database time: no read of the time of its own."""
     node = _idle(rig, registry)
-    assert _statements(node, node.node.heartbeat.step) == 4
+    assert _statements(node, node.node.heartbeat.step) == 5
 
 
 def test_an_idle_recovery_reads_once_per_dead_threshold(
@@ -51,7 +50,7 @@ def test_an_idle_recovery_reads_once_per_dead_threshold(
     node = _idle(rig, registry)
     recovery = node.node.recovery
     counts = [_statements(node, recovery.step) for _ in range(6)]
-    assert sorted(counts) == [0, 0, 0, 0, 2, 2]  # a SELECT, twice
+    assert sorted(counts) == [0, 0, 0, 0, 4, 4]  # BEGIN and SELECT, twice
 
 
 def test_a_dead_node_seen_by_the_heartbeat_is_marked_and_its_runs_taken_back(
@@ -126,7 +125,7 @@ def test_an_idle_health_watch_reads_once_per_dead_threshold(
     know of (the orphan sweep's): one read per dead threshold, not per heartbeat."""
     node = _idle(rig, registry)
     watch = node.node.watch
-    assert [_statements(node, watch.step) for _ in range(6)] == [1, 0, 0, 1, 0, 0]
+    assert [_statements(node, watch.step) for _ in range(6)] == [2, 0, 0, 2, 0, 0]
 
 
 def test_the_health_watch_reads_every_step_while_runs_wait(
@@ -139,7 +138,7 @@ def test_the_health_watch_reads_every_step_while_runs_wait(
         node.tick(1.0)
     assert node.node.dispatcher.counts()["waiting"] > 0
     watch = node.node.watch
-    assert [_statements(node, watch.step) for _ in range(3)] == [1, 1, 1]
+    assert [_statements(node, watch.step) for _ in range(3)] == [2, 2, 2]
 
 
 def test_the_health_watch_reads_until_nothing_is_held_past_due(
@@ -155,10 +154,10 @@ def test_the_health_watch_reads_until_nothing_is_held_past_due(
         "UPDATE easy_job_task_detail SET status = 'CLAIMED', node_id = 'n1', "
         f"due_time = '2029-12-31 00:00:00' WHERE id = {run}"
     )
-    assert [_statements(node, watch.step) for _ in range(3)] == [0, 0, 1]
+    assert [_statements(node, watch.step) for _ in range(3)] == [0, 0, 2]
     assert node.node.health.problems()
     node.sql("UPDATE easy_job_task_detail SET status = 'ABANDONED'")
-    assert _statements(node, watch.step) == 1
+    assert _statements(node, watch.step) == 2
     assert not node.node.health.problems()
     assert _statements(node, watch.step) == 0
 
@@ -177,6 +176,6 @@ def test_the_cancel_watch_sleeps_until_a_job_starts_and_looks_a_poll_later(
     assert _statements(node, watch.step) == 0  # it looks a poll after the start
     node.store.cancels.cancel(run)
     node.clock.advance(1.0)
-    assert _statements(node, watch.step) == 1
+    assert _statements(node, watch.step) == 2
     assert node.node.dispatcher.running_ids() == {run}  # the job was told; it returns later
     assert node.node.dispatcher._active[run].cancel.is_set()

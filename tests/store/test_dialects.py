@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from easyjob.core.records import TaskSpec
 from easyjob.errors import DatabaseURLError
 from easyjob.store import Store
 from easyjob.store.dialects import (
@@ -18,7 +17,6 @@ from easyjob.store.dialects import (
 )
 from easyjob.store.engine import db_now, dialect_of
 from easyjob.store.schema import meta_table, task_table
-from tests.rig.backends import only_backends
 
 #: Each URL scheme users write, and the dialect and driver it must lead to.
 SCHEMES = [
@@ -94,45 +92,3 @@ def test_insert_or_ignore_writes_once_on_every_database(store: Store) -> None:
     assert store.db.write("insert_twice", write) == [("dup", "first")]
     with pytest.raises(sa.exc.IntegrityError):  # any other error still fails
         store.db.write("null", lambda conn: conn.execute(insert, [{"name": None, "value": "x"}]))
-
-
-@only_backends("sqlite")
-def test_a_sqlite_read_sends_no_begin_and_each_statement_sees_the_latest_commit(
-    store: Store,
-) -> None:
-    """A read's statements each run in a transaction of their own, as on PostgreSQL: no
-    ``BEGIN`` sent (one statement fewer for every read every node makes), and a commit made
-    between two of them is seen by the second. A write still takes its turn with ``BEGIN
-    IMMEDIATE``, and a read-only engine's read works the same way."""
-    names: list[str] = []
-    other = sa.create_engine(store.db.engine.url)
-
-    def read(conn: sa.Connection) -> tuple[int, int]:
-        first = conn.scalar(sa.select(sa.func.count()).select_from(task_table))
-        with other.begin() as writer:  # another connection commits in between
-            writer.execute(task_table.delete())
-        return first, conn.scalar(sa.select(sa.func.count()).select_from(task_table))
-
-    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
-        names.append(statement.split()[0])
-
-    store.tasks.upsert([TaskSpec(name="a", func="tests.jobs:noop", cron="* * * * * *")])
-    sa.event.listen(store.db.engine, "before_cursor_execute", record)
-    try:
-        before = store.db.counters.snapshot()
-        assert store.db.read("counts", read) == (1, 0)
-        assert names == ["SELECT", "SELECT"]
-        assert store.db.counters.snapshot()["commits"] == before["commits"]
-        names.clear()
-        store.db.write("count", lambda conn: conn.scalar(sa.select(sa.func.count())))
-        assert names == ["BEGIN", "SELECT"]
-    finally:
-        sa.event.remove(store.db.engine, "before_cursor_execute", record)
-        other.dispose()
-    reader = Store.open(str(store.db.engine.url), read_only=True)
-    try:
-        assert reader.tasks.all() == []
-        with pytest.raises(sa.exc.DBAPIError, match="readonly"):
-            reader.db.write("w", lambda conn: conn.execute(task_table.delete().where(False)))
-    finally:
-        reader.close()

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
 from easyjob.clock import Clock
-from easyjob.store.dialects.base import AUTOCOMMITS, NO_COMMIT, Dialect, EngineOptions
+from easyjob.store.dialects.base import AUTOCOMMITS, Dialect, EngineOptions
 from easyjob.store.gate import WriteGate
 
 __all__ = ["SQLiteDialect"]
@@ -41,11 +41,7 @@ class SQLiteDialect(Dialect):
     - WAL journal, a busy timeout, and ``BEGIN IMMEDIATE`` for every transaction that may
       write: a deferred ``BEGIN`` followed by read-then-write fails with "database is
       locked" under concurrency, busy timeout or not. Writers of one file first take turns
-      through :class:`~easyjob.store.gate.WriteGate`. A read (``engine.READONLY``: the
-      store's read-only transactions) sends no ``BEGIN``: each of its statements is its own
-      transaction, as on PostgreSQL (a ``BEGIN`` is one more statement through SQLAlchemy
-      for every read every node makes, and nothing of easyjob's reads relies on one
-      snapshot for several statements: PostgreSQL's never had one).
+      through :class:`~easyjob.store.gate.WriteGate`.
     - No clock of its own: database time is the process's clock (``easyjob_now()``, a
       function registered on each connection; tests pass a fake clock). It is registered
       deterministic, so a statement reads it once per place it names it (SQLite factors
@@ -134,12 +130,11 @@ class SQLiteDialect(Dialect):
 
         @sa.event.listens_for(engine, "begin")
         def _begin(conn: sa.Connection) -> None:
-            if read_only or conn.get_execution_options().get("easyjob_readonly", False):
-                conn.info[NO_COMMIT] = True  # a read: each statement its own transaction
-                return
-            if disk_full.is_set():
+            # transactions that only read (engine.READONLY) begin deferred
+            readonly = read_only or conn.get_execution_options().get("easyjob_readonly", False)
+            if not readonly and disk_full.is_set():
                 _checkpoint(conn, disk_full)
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
     def column_types(self) -> Mapping[str, sa.types.TypeEngine[Any]]:
         # only an INTEGER PRIMARY KEY autoincrements on SQLite
