@@ -77,6 +77,33 @@ def assert_bounded(store: Store, seen: dict[str, set[str]], label: str) -> None:
         assert len(longest.encode()) < 4096, longest
 
 
+@contextmanager
+def executed(store: Store) -> Iterator[list[Any]]:
+    """Every statement object the store executes meanwhile (not its text: the object, so
+    that a statement built once shows as the same object at each execution)."""
+    sent: list[Any] = []
+
+    def record(conn: Any, element: Any, *args: Any) -> None:
+        if isinstance(element, sa.sql.ClauseElement):
+            sent.append(element)
+
+    sa.event.listen(store.db.engine, "before_execute", record)
+    try:
+        yield sent
+    finally:
+        sa.event.remove(store.db.engine, "before_execute", record)
+
+
+def assert_built_once(store: Store, first: list[Any], second: list[Any]) -> None:
+    """Two rounds of the same calls with other values executed the same statement objects."""
+    assert len(first) == len(second)
+    dialect = store.db.engine.dialect
+    rebuilt = [
+        str(a.compile(dialect=dialect)) for a, b in zip(first, second, strict=True) if a is not b
+    ]
+    assert not rebuilt, f"built again for a second call: {rebuilt}"
+
+
 def _tasks(store: Store) -> list[int]:
     specs = [
         TaskSpec(name=f"job{i:03}", func="tests.jobs:noop", cron="* * * * * *")
@@ -297,14 +324,7 @@ def test_the_batch_transitions_are_built_once(store: Store) -> None:
             versions[i] += 1
 
     def transitions(tasks: list[int]) -> list[Any]:
-        sent: list[Any] = []
-
-        def record(conn: Any, element: Any, *args: Any) -> None:
-            if isinstance(element, sa.sql.ClauseElement):
-                sent.append(element)
-
-        sa.event.listen(store.db.engine, "before_execute", record)
-        try:
+        with executed(store) as sent:
             advance(tasks)
             batch = [c for c in store.runs.pending(store.now(), 100) if c.task_id in tasks]
             assert len(batch) == len(tasks)
@@ -320,18 +340,12 @@ def test_the_batch_transitions_are_built_once(store: Store) -> None:
                 claimed[2:], RunStatus.SKIPPED, {r.id: "test" for r in claimed[2:]}
             )
             assert closed == {r.id for r in claimed[2:]}
-        finally:
-            sa.event.remove(store.db.engine, "before_execute", record)
         return sent
 
     first = transitions(task_ids[:6])
     second = transitions(task_ids[6:16])
-    assert len(first) == len(second) >= 10
-    dialect = store.db.engine.dialect
-    rebuilt = [
-        str(a.compile(dialect=dialect)) for a, b in zip(first, second, strict=True) if a is not b
-    ]
-    assert not rebuilt, f"built again for a second batch: {rebuilt}"
+    assert len(first) >= 10
+    assert_built_once(store, first, second)
 
 
 def test_the_reads_every_node_makes_every_poll_are_built_once(store: Store) -> None:
@@ -348,14 +362,7 @@ def test_the_reads_every_node_makes_every_poll_are_built_once(store: Store) -> N
     long_ago = now - timedelta(days=1)  # no task is overdue: the share alone decides
 
     def reads(node: str, excluded: list[int], rank: int, step: int) -> list[Any]:
-        sent: list[Any] = []
-
-        def record(conn: Any, element: Any, *args: Any) -> None:
-            if isinstance(element, sa.sql.ClauseElement):
-                sent.append(element)
-
-        sa.event.listen(store.db.engine, "before_execute", record)
-        try:
+        with executed(store) as sent:
             horizon = now + timedelta(days=step)
             assert len(store.tasks.due(horizon, 999)) == TASKS
             due = store.tasks.due(horizon, 999, excluded, behind_before=now)
@@ -374,15 +381,9 @@ def test_the_reads_every_node_makes_every_poll_are_built_once(store: Store) -> N
             assert store.runs.held_by_dead(timedelta(seconds=step), 10, now=now) == []
             assert store.runs.held_by(node, 10) == []
             assert store.progress.held_due(node_id=node, now=now) == {}
-        finally:
-            sa.event.remove(store.db.engine, "before_execute", record)
         return sent
 
     first = reads("one", task_ids[:2], 0, 1)
     second = reads("two", task_ids[2:7], 1, 2)
-    assert len(first) == len(second) >= 8
-    dialect = store.db.engine.dialect
-    rebuilt = [
-        str(a.compile(dialect=dialect)) for a, b in zip(first, second, strict=True) if a is not b
-    ]
-    assert not rebuilt, f"built again for a second call: {rebuilt}"
+    assert len(first) >= 8
+    assert_built_once(store, first, second)
