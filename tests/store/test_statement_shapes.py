@@ -349,11 +349,12 @@ def test_the_batch_transitions_are_built_once(store: Store) -> None:
 
 
 def test_the_reads_every_node_makes_every_poll_are_built_once(store: Store) -> None:
-    """The planner's due read (in each of its shapes), the heartbeat and its read of the
-    node rows, recovery's reads of held runs and health's count of runs held past due are
-    built once and executed with each call's values: every node, idle or not, makes them
-    every second or few, and an idle SQLite node's planner spent two thirds of its CPU
-    building its read (issue 25: 1.7 ms a poll, 0.6 built once)."""
+    """The planner's due read (in each of its shapes) and its read of the runs' fates, the
+    heartbeat and its read of the node rows, recovery's reads of held runs and health's
+    count of runs held past due are built once and executed with each call's values:
+    every node, idle or not, makes them every second or few, and an idle SQLite node's
+    planner spent two thirds of its CPU building its read (issue 25: 1.7 ms a poll, 0.6
+    built once)."""
     all_ids = _tasks(store)
     task_ids = all_ids[:8]
     store.nodes.register("one", host="h", pid=1, weight=1, strategy="default", workers=4)
@@ -381,6 +382,8 @@ def test_the_reads_every_node_makes_every_poll_are_built_once(store: Store) -> N
             assert store.runs.held_by_dead(timedelta(seconds=step), 10, now=now) == []
             assert store.runs.held_by(node, 10) == []
             assert store.progress.held_due(node_id=node, now=now) == {}
+            fates = store.runs.fates(long_ago, now, long_ago + timedelta(seconds=step))
+            assert (fates.ran, fates.missed) == (0, 0)
         return sent
 
     first = reads("one", task_ids[:2], 0, 1)

@@ -191,26 +191,37 @@ class RunReads:
         (a version past the insert's: a summary row of a gap, written MISSED, is not one),
         of those due from *due_since* on (all with None; see
         :class:`~easyjob.core.pacing.Fates`). One range of the ``end_time`` index."""
-        ended = (str(RunStatus.SUCCESS), str(RunStatus.FAILED), str(RunStatus.MISSED))
+        query = _fates_read(due_since is not None)
+        params = {"since": since, "until": until, "due_since": due_since}
 
         def read(conn: sa.Connection) -> Fates:
-            query = (
-                sa.select(d.c.status, sa.func.count())
-                .where(
-                    d.c.end_time >= since,
-                    d.c.end_time < until,
-                    d.c.status.in_(ended),
-                    d.c.version > 0,
-                )
-                .group_by(d.c.status)
-            )
-            if due_since is not None:
-                query = query.where(d.c.due_time >= due_since)
-            counts = {row[0]: int(row[1]) for row in conn.execute(query)}
+            counts = {row[0]: int(row[1]) for row in conn.execute(query, params)}
             missed = counts.pop(str(RunStatus.MISSED), 0)
             return Fates(ran=sum(counts.values()), missed=missed)
 
         return self._db.read("run_fates", read)
+
+
+@cache
+def _fates_read(due_bound: bool) -> sa.Select[Any]:
+    """The runs ended (SUCCESS, FAILED, or MISSED after they were written) from ``since``
+    to ``until``, counted by status (only those due from ``due_since`` on, when
+    *due_bound*): built once (a planner reads it about once a poll)."""
+    ended = (str(RunStatus.SUCCESS), str(RunStatus.FAILED), str(RunStatus.MISSED))
+    end_time = d.c.end_time
+    query = (
+        sa.select(d.c.status, sa.func.count())
+        .where(
+            end_time >= sa.bindparam("since", type_=end_time.type),
+            end_time < sa.bindparam("until", type_=end_time.type),
+            d.c.status.in_(ended),
+            d.c.version > 0,
+        )
+        .group_by(d.c.status)
+    )
+    if due_bound:
+        query = query.where(d.c.due_time >= sa.bindparam("due_since", type_=d.c.due_time.type))
+    return query
 
 
 def _due_order(run: Candidate | Run) -> tuple[datetime, int]:
