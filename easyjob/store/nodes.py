@@ -266,7 +266,7 @@ def _nodes_read(statuses: tuple[str, ...]) -> sa.Select[Any]:
     return query.where(n.c.status.in_(statuses)) if statuses else query
 
 
-#: What a heartbeat writes (the node row's version moves on: readers see it changed).
+#: What a heartbeat writes besides its time (``now``) and the row's next version.
 _BEAT = ("clock_offset_ms", "claimed_count", "completed_count", "stuck_count", "health")
 
 

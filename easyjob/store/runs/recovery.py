@@ -45,36 +45,29 @@ _HELD_COLUMNS = (
 
 @cache
 def _held_by_dead() -> sa.Select[Any]:
-    """At most ``limit`` runs held (CLAIMED or RUNNING) by a node whose heartbeat is before
-    ``cutoff`` or that has no row, with their task's name, by id: built once (recovery
-    reads it every few seconds on every node)."""
-    return (
-        sa.select(*_HELD_COLUMNS)
-        .join_from(d, n, n.c.node_id == d.c.node_id, isouter=True)
-        .join(t, t.c.id == d.c.task_id)
-        .where(
-            d.c.status.in_([str(s) for s in HELD]),
-            sa.or_(
-                n.c.node_id.is_(None),
-                n.c.heartbeat_at < sa.bindparam("cutoff", type_=n.c.heartbeat_at.type),
-            ),
-        )
-        .order_by(d.c.id)
-        .limit(sa.bindparam("limit", type_=sa.Integer()))
+    """At most ``limit`` runs held by a node whose heartbeat is before ``cutoff`` or that
+    has no row: built once (recovery reads it every few seconds on every node)."""
+    silent = sa.or_(
+        n.c.node_id.is_(None),
+        n.c.heartbeat_at < sa.bindparam("cutoff", type_=n.c.heartbeat_at.type),
     )
+    return _held_runs(d.join(n, n.c.node_id == d.c.node_id, isouter=True), silent)
 
 
 @cache
 def _held_by() -> sa.Select[Any]:
-    """At most ``limit`` runs held by the node ``node``, with their task's name, by id:
-    built once (a node's orphan sweep reads it every few seconds)."""
+    """At most ``limit`` runs held by the node ``node``: built once (a node's orphan sweep
+    reads it every few seconds)."""
+    return _held_runs(d, d.c.node_id == sa.bindparam("node", type_=d.c.node_id.type))
+
+
+def _held_runs(runs: sa.FromClause, which: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    """At most ``limit`` runs held (CLAIMED or RUNNING) of *runs* that match *which*, with
+    their task's name, by id."""
     return (
         sa.select(*_HELD_COLUMNS)
-        .join_from(d, t, t.c.id == d.c.task_id)
-        .where(
-            d.c.status.in_([str(s) for s in HELD]),
-            d.c.node_id == sa.bindparam("node", type_=d.c.node_id.type),
-        )
+        .select_from(runs.join(t, t.c.id == d.c.task_id))
+        .where(d.c.status.in_([str(s) for s in HELD]), which)
         .order_by(d.c.id)
         .limit(sa.bindparam("limit", type_=sa.Integer()))
     )
