@@ -1,6 +1,6 @@
 """A node's HTTP endpoint: ``GET /metrics``, ``/healthz`` and ``/readyz``.
 
-- ``/metrics``: the node's :class:`~easyjob.observe.metrics.NodeMetrics`, Prometheus text.
+- ``/metrics``: the node's :class:`~easyjob.observe.prometheus.NodeMetrics`, Prometheus text.
 - ``/healthz``: 200 while the node's threads run and its heartbeat is fresh (the database
   accepted one within the dead threshold); else 503. While the node stops, its loader has
   ended on purpose and only the heartbeat counts. The body is JSON with the reason.
@@ -22,7 +22,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from easyjob.observe.http import HttpServer
-from easyjob.observe.metrics import NodeMetrics
+from easyjob.observe.prometheus import NodeMetrics
 from easyjob.observe.wsgi import Request, Response, WSGIApp, as_wsgi
 
 __all__ = ["NodeEndpoint", "Probe", "check", "endpoint_app"]

@@ -11,7 +11,8 @@ from pathlib import Path
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from easyjob.observe.metrics import Gauges, NodeMetrics
+from easyjob.observe.metrics import Gauges
+from easyjob.observe.prometheus import NodeMetrics
 from easyjob.threads import PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from prometheus_client import generate_latest
 from easyjob.core.admission import jitter_of
 from easyjob.core.states import RunStatus
 from easyjob.node.calendars import Calendars
-from easyjob.observe.metrics import NodeMetrics
+from easyjob.observe.prometheus import NodeMetrics
 from easyjob.registry import Registry
 from tests.node.conftest import START, Rig, task
 

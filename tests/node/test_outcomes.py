@@ -18,7 +18,7 @@ from easyjob.core.outcome import RESULT_LIMIT
 from easyjob.core.states import RunStatus
 from easyjob.errors import TaskDefinitionError
 from easyjob.logs import JsonFormatter
-from easyjob.observe.metrics import NodeMetrics
+from easyjob.observe.prometheus import NodeMetrics
 from easyjob.registry import Registry
 from tests.cluster.harness import wait_until
 from tests.node.conftest import START, Rig, task

@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 from easyjob import FakeClock
 from easyjob.node.health import Health
 from easyjob.observe.endpoint import Probe, check
-from easyjob.observe.metrics import NodeMetrics
+from easyjob.observe.prometheus import NodeMetrics
 
 LOG = logging.LoggerAdapter(logging.getLogger("easyjob.node"))
 

@@ -15,7 +15,8 @@ from easyjob.core.store_values import DB_ERROR_KINDS
 from easyjob.errors import ConfigError
 from easyjob.observe.endpoint import Probe, check, endpoint_app
 from easyjob.observe.http import HttpServer, Request, Response, parse_address
-from easyjob.observe.metrics import OTHER, Gauges, NodeMetrics
+from easyjob.observe.metrics import OTHER, Gauges
+from easyjob.observe.prometheus import NodeMetrics
 from easyjob.observe.wsgi import as_wsgi
 
 
