@@ -18,7 +18,7 @@ Usage::
     python -m tests.perf.startup_cost first sqlite:////tmp/s4.db 6000 4 6000
 
 The database must hold no other tasks; ``first`` deletes every easyjob row before its first
-start (not before the restart).
+start (not before the restart). The nodes log at ``$STARTUP_LOG_LEVEL`` (default ``INFO``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ import sqlalchemy as sa
 #: Every process here may write and read bytecode: a deployment imports its job modules from
 #: their ``.pyc``, and compiling 100,000 functions from source costs seconds and ~4 KB each.
 _ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+LEVEL = os.environ.get("STARTUP_LOG_LEVEL", "INFO")
 
 _JOB = """
 def _first():
@@ -133,7 +135,7 @@ def _start(url: str, folder: Path, module: str, nodes: int, label: str) -> None:
     marks.mkdir()
     path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p)
     env = {**_ENV, "STARTUP_MARKS": str(marks), "PYTHONPATH": path}
-    command = [sys.executable, "-m", "easyjob", "run", module, "--db", url, "--log-level", "INFO"]
+    command = [sys.executable, "-m", "easyjob", "run", module, "--db", url, "--log-level", LEVEL]
     # whether the code measured registers after it starts (and logs when it is done)
     probe = "import importlib.util as u; print(bool(u.find_spec('easyjob.node.registrar')))"
     found = subprocess.run(
