@@ -122,6 +122,7 @@ __all__ = [
     "start_order",
     "starts_when_written",
     "superseded_reason",
+    "waits_for_a_worker",
 ]
 
 #: Why a superseded fire was MISSED.
@@ -472,6 +473,27 @@ def starts_when_written(
         and to_run[0].due_time <= by
         and advance.shards == 1
         and not advance.broadcast
+        and not (held_here and exclusive(task.overlap, task.max_running))
+    )
+
+
+def waits_for_a_worker(
+    task: PlanningRow, by: datetime, *, first_come: bool, held_here: bool
+) -> bool:
+    """Whether a behind planner with no free worker left to reserve leaves due *task* for a
+    later poll without planning it: what :func:`starts_when_written` asks of the task row
+    itself holds (its next fire due by *by*, one run per fire, not broadcast, no limited run
+    held here, a ``first_come`` strategy), so its fire would be written started on a worker
+    this node does not have; its plan would be made and thrown away (at saturation half of
+    a planner's due tasks were so: 14,112 of 28,085). A ``catch_up`` task is planned all
+    the same (its advance may write several fires, which are not written started)."""
+    return (
+        first_come
+        and task.next_start_time is not None
+        and task.next_start_time <= by
+        and task.shards == 1
+        and not task.broadcast
+        and task.misfire != Misfire.CATCH_UP
         and not (held_here and exclusive(task.overlap, task.max_running))
     )
 

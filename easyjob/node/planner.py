@@ -27,7 +27,9 @@ run, due within the loader's claim lead, its task not limited with a run here): 
 written per run (the insert) where an insert, then the loader's claim and start, make two.
 Such a task is planned without the margin (its latest due fire runs now, not its
 successor). A task it could write so but has no worker free for is left due, not inserted
-PENDING: its fires due meanwhile are the gap its next fire carries.
+PENDING: its fires due meanwhile are the gap its next fire carries; once no worker is left
+to reserve, such tasks (:func:`easyjob.core.admission.waits_for_a_worker`) are left due
+without being planned at all.
 
 Planning runs on its own thread beside the loader's claims: each is a round trip to the
 database at a time, so a node that did both in turn could do neither at the pace of a
@@ -48,6 +50,7 @@ from easyjob.core.admission import (
     planner_owner,
     run_limit,
     starts_when_written,
+    waits_for_a_worker,
 )
 from easyjob.core.config import NodeConfig
 from easyjob.core.pacing import Pace
@@ -245,7 +248,16 @@ class Planner(Loop):
         want of a seat."""
         plan = _Plan()
         held = self._dispatcher.tasks_held() if paced and self._dispatcher else set()
+        by = now + CLAIM_LEAD
         for task in due:
+            if (
+                paced
+                and self._dispatcher
+                and len(plan.start) == seats
+                and waits_for_a_worker(task, by, first_come=True, held_here=task.id in held)
+            ):
+                plan.short += 1  # no worker left for it: left due, not planned (see _started)
+                continue
             advance = self._started(task, now, held) if paced and self._dispatcher else None
             if advance is not None and len(plan.start) == seats:
                 plan.short += 1  # no worker free for it: left due (see _started)

@@ -34,6 +34,7 @@ from easyjob.core.admission import (
     start_order,
     starts_when_written,
     superseded_reason,
+    waits_for_a_worker,
 )
 from easyjob.core.records import Advance, Candidate, PlannedFire, Run, TaskRow
 from easyjob.core.states import Misfire, Overlap, RunStatus, Trigger
@@ -559,6 +560,63 @@ def test_which_fires_a_behind_planner_writes_started(
     by = T0 + S / 20  # the planner's horizon when behind
     task = _behind_task(overlap)
     assert starts_when_written(advance, task, by, first_come=first, held_here=held_here) == started
+
+
+#: (what, the task's changes, held here, first come, left due without a plan)
+WAITS_FOR_A_WORKER = [
+    ("one run a fire, due", {}, False, True, True),
+    ("an allow task with a run here", {"overlap": Overlap.ALLOW}, True, True, True),
+    ("a serial task with a run here", {}, True, True, False),
+    (
+        "max_running with a run here",
+        {"overlap": Overlap.ALLOW, "max_running": 2},
+        True,
+        True,
+        False,
+    ),
+    ("due after the claim lead", {"next_start_time": T0 + S}, False, True, False),
+    ("no next fire", {"next_start_time": None}, False, True, False),
+    ("sharded", {"shards": 3}, False, True, False),
+    ("broadcast", {"broadcast": True}, False, True, False),
+    (
+        "catch_up: its advance may write several fires",
+        {"misfire": Misfire.CATCH_UP},
+        False,
+        True,
+        False,
+    ),
+    ("a strategy that picks each run's node", {}, False, False, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "changes", "held_here", "first", "waits"),
+    WAITS_FOR_A_WORKER,
+    ids=[w[0] for w in WAITS_FOR_A_WORKER],
+)
+def test_which_due_tasks_a_behind_planner_with_no_worker_left_does_not_plan(
+    what: str, changes: dict[str, object], held_here: bool, first: bool, waits: bool
+) -> None:
+    by = T0 + S / 20  # the planner's horizon when behind
+    task = replace(_behind_task(Overlap.SERIAL), **changes)  # type: ignore[arg-type]
+    assert waits_for_a_worker(task, by, first_come=first, held_here=held_here) == waits
+
+
+@pytest.mark.parametrize(
+    ("what", "advance", "overlap", "held_here", "first", "started"),
+    WRITTEN_STARTED,
+    ids=[w[0] for w in WRITTEN_STARTED],
+)
+def test_a_fire_written_started_needs_what_is_asked_of_its_task_row(
+    what: str, advance: Advance, overlap: Overlap, held_here: bool, first: bool, started: bool
+) -> None:
+    """What :func:`waits_for_a_worker` asks of the row is part of the rule of
+    :func:`starts_when_written`: a task whose fire would be written started is never planned
+    PENDING for want of a worker, it waits (catch_up tasks aside: planned all the same)."""
+    by = T0 + S / 20
+    task = _behind_task(overlap)
+    if starts_when_written(advance, task, by, first_come=first, held_here=held_here):
+        assert waits_for_a_worker(task, by, first_come=first, held_here=held_here)
 
 
 def test_a_task_limited_by_max_running_counts_as_limited_for_a_fire_written_started() -> None:
