@@ -173,18 +173,24 @@ def test_workers_reserved_by_one_thread_are_not_free_for_another(
     assert dispatcher.reserve(9, now) == 8
 
 
+def _behind_with_every_worker_busy(rig: Callable[..., Rig], registry: Registry) -> Rig:
+    """A saturated node whose planner is behind, every one of its workers busy (no job
+    returns) for a second."""
+    node, pool = _saturated(rig, registry)
+    _run(node, pool, 15)
+    assert node.node.planner.pace.behind
+    pool.budget = 0  # no job returns: every worker stays busy
+    node.tick(1.0)
+    return node
+
+
 def test_a_planner_that_left_tasks_for_want_of_workers_plans_again_once_some_are_free(
     rig: Callable[..., Rig], registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Saturated, its workers all busy, a behind planner leaves due tasks unwritten; it
     plans again when workers come free (an eighth of them, or as many as it left), not a
     poll later, and not at every single worker freed."""
-    node, pool = _saturated(rig, registry)
-    _run(node, pool, 15)
-    planner = node.node.planner
-    assert planner.pace.behind
-    pool.budget = 0  # no job returns: every worker stays busy
-    node.tick(1.0)
+    planner = _behind_with_every_worker_busy(rig, registry).node.planner
     wakes: list[int] = []
     monkeypatch.setattr(planner, "wake", lambda: wakes.append(1))
     planner.freed(0)
@@ -202,12 +208,8 @@ def test_a_behind_planner_with_no_worker_free_plans_none_of_the_tasks_it_would_s
     when no worker is left to reserve, without planning them: their plans were thrown away
     (measured at saturation on SQLite: 14,112 of 28,085 due tasks read, planned for
     nothing)."""
-    node, pool = _saturated(rig, registry)
-    _run(node, pool, 15)
+    node = _behind_with_every_worker_busy(rig, registry)
     planner = node.node.planner
-    assert planner.pace.behind
-    pool.budget = 0  # no job returns: every worker stays busy
-    node.tick(1.0)
     plans: list[int] = []
     plan = planner._plan
     monkeypatch.setattr(

@@ -560,6 +560,8 @@ def test_which_fires_a_behind_planner_writes_started(
     by = T0 + S / 20  # the planner's horizon when behind
     task = _behind_task(overlap)
     assert starts_when_written(advance, task, by, first_come=first, held_here=held_here) == started
+    if started:  # what waits_for_a_worker asks of the row is part of this rule
+        assert waits_for_a_worker(task, by, first_come=first, held_here=held_here)
 
 
 #: (what, the task's changes, held here, first come, left due without a plan)
@@ -600,23 +602,6 @@ def test_which_due_tasks_a_behind_planner_with_no_worker_left_does_not_plan(
     by = T0 + S / 20  # the planner's horizon when behind
     task = replace(_behind_task(Overlap.SERIAL), **changes)  # type: ignore[arg-type]
     assert waits_for_a_worker(task, by, first_come=first, held_here=held_here) == waits
-
-
-@pytest.mark.parametrize(
-    ("what", "advance", "overlap", "held_here", "first", "started"),
-    WRITTEN_STARTED,
-    ids=[w[0] for w in WRITTEN_STARTED],
-)
-def test_a_fire_written_started_needs_what_is_asked_of_its_task_row(
-    what: str, advance: Advance, overlap: Overlap, held_here: bool, first: bool, started: bool
-) -> None:
-    """What :func:`waits_for_a_worker` asks of the row is part of the rule of
-    :func:`starts_when_written`: a task whose fire would be written started is never planned
-    PENDING for want of a worker, it waits (catch_up tasks aside: planned all the same)."""
-    by = T0 + S / 20
-    task = _behind_task(overlap)
-    if starts_when_written(advance, task, by, first_come=first, held_here=held_here):
-        assert waits_for_a_worker(task, by, first_come=first, held_here=held_here)
 
 
 def test_a_task_limited_by_max_running_counts_as_limited_for_a_fire_written_started() -> None:
