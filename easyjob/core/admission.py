@@ -468,12 +468,9 @@ def starts_when_written(
     its limit gets its fire PENDING, to be claimed once a run has ended."""
     to_run = [fire for fire in advance.fires if fire.status == RunStatus.PENDING]
     return (
-        first_come
-        and len(to_run) == 1
+        len(to_run) == 1
         and to_run[0].due_time <= by
-        and advance.shards == 1
-        and not advance.broadcast
-        and not (held_here and exclusive(task.overlap, task.max_running))
+        and _one_run_here(task, advance.shards, advance.broadcast, first_come, held_here)
     )
 
 
@@ -488,12 +485,23 @@ def waits_for_a_worker(
     a planner's due tasks were so: 14,112 of 28,085). A ``catch_up`` task is planned all
     the same (its advance may write several fires, which are not written started)."""
     return (
-        first_come
-        and task.next_start_time is not None
+        task.next_start_time is not None
         and task.next_start_time <= by
-        and task.shards == 1
-        and not task.broadcast
         and task.misfire != Misfire.CATCH_UP
+        and _one_run_here(task, task.shards, task.broadcast, first_come, held_here)
+    )
+
+
+def _one_run_here(
+    task: PlanningRow, shards: int, broadcast: bool, first_come: bool, held_here: bool
+) -> bool:
+    """What both :func:`starts_when_written` and :func:`waits_for_a_worker` ask: a fire of
+    *task* is one run (*shards* 1, not *broadcast*), the strategy lets the first node with a
+    free worker take it, and no run of a limited task is *held_here*."""
+    return (
+        first_come
+        and shards == 1
+        and not broadcast
         and not (held_here and exclusive(task.overlap, task.max_running))
     )
 
