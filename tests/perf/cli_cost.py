@@ -18,20 +18,18 @@ from pathlib import Path
 
 from easyjob.core.records import TaskSpec
 from easyjob.store import Store
-
-#: The calls may write and read bytecode, as an installed easyjob's do: with
-#: ``PYTHONDONTWRITEBYTECODE`` set, a checkout whose ``.pyc`` files are missing or stale
-#: compiles every module it imports at every call (``trigger`` measured 0.86-0.94 s of CPU
-#: so, against 0.68 s with them written, 2026-11-28).
-_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+from tests.perf.startup_cost import BYTECODE_ENV
 
 
 def cpu_of(argv: list[str]) -> float:
     """User + system CPU seconds of running *argv* to its end (its exit code is not judged:
-    a trigger with no live node exits 5)."""
+    a trigger with no live node exits 5). The calls may write and read bytecode, as an
+    installed easyjob's do (:data:`~tests.perf.startup_cost.BYTECODE_ENV`): with
+    ``PYTHONDONTWRITEBYTECODE`` set, a checkout without ``.pyc`` files compiled every module
+    at every call (``trigger`` 0.86-0.94 s of CPU, against 0.68 s, 2026-11-28)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=_ENV
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=BYTECODE_ENV
     )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

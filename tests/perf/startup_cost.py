@@ -35,7 +35,7 @@ import sqlalchemy as sa
 
 #: Every process here may write and read bytecode: a deployment imports its job modules from
 #: their ``.pyc``, and compiling 100,000 functions from source costs seconds and ~4 KB each.
-_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+BYTECODE_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 LEVEL = os.environ.get("STARTUP_LOG_LEVEL", "INFO")
 
@@ -63,7 +63,9 @@ def write_jobs(folder: Path, tasks: int, every: int) -> str:
         body = "_first()" if i < every else "pass"
         lines.append(f'@scheduled("{cron}")\ndef t{i}(ctx):\n    {body}\n')
     (folder / f"{name}.py").write_text("\n".join(lines))
-    subprocess.run([sys.executable, "-c", f"import {name}"], cwd=folder, check=True, env=_ENV)
+    subprocess.run(
+        [sys.executable, "-c", f"import {name}"], cwd=folder, check=True, env=BYTECODE_ENV
+    )
     return name
 
 
@@ -93,7 +95,7 @@ def measure_import(tasks: int) -> None:
             check=True,
             capture_output=True,
             text=True,
-            env=_ENV,
+            env=BYTECODE_ENV,
         )
         seconds, cpu, kb = out.stdout.split()
         print(
@@ -134,7 +136,7 @@ def _start(url: str, folder: Path, module: str, nodes: int, label: str) -> None:
     marks = folder / f"marks-{label}"
     marks.mkdir()
     path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p)
-    env = {**_ENV, "STARTUP_MARKS": str(marks), "PYTHONPATH": path}
+    env = {**BYTECODE_ENV, "STARTUP_MARKS": str(marks), "PYTHONPATH": path}
     command = [sys.executable, "-m", "easyjob", "run", module, "--db", url, "--log-level", LEVEL]
     # whether the code measured registers after it starts (and logs when it is done)
     probe = "import importlib.util as u; print(bool(u.find_spec('easyjob.node.registrar')))"
