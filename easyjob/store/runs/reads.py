@@ -17,7 +17,7 @@ from easyjob.core.records import Candidate, Run
 from easyjob.core.states import HELD, Misfire, Overlap, RunStatus, TaskStatus, Trigger
 from easyjob.core.strategies import ReadScope
 from easyjob.store.database import Database
-from easyjob.store.expressions import in_list, in_named, named_list, not_in_named, ordinal_of
+from easyjob.store.expressions import in_named, named_list, not_in_named, ordinal_of
 from easyjob.store.schema import task_detail_table, task_table
 
 __all__ = ["RunReads", "claimable_by", "read_runs", "read_started", "returned_runs", "won_runs"]
@@ -279,19 +279,32 @@ def read_started(
     transaction, whose database time is *at* (see :mod:`easyjob.store.runs.started`): a
     fire that already had a row (another node wrote it) is not among them. One probe of
     the index on (task_id, status)."""
-    query = (
+    params = {
+        **named_list("tasks", sorted({task_id for task_id, _ in fires})),
+        "node": node_id,
+        "at": at,
+    }
+    wanted = set(fires)
+    rows = conn.execute(_started_by_node(), params)
+    return [run for run in map(_run, rows) if (run.task_id, run.fire_time) in wanted]
+
+
+@cache
+def _started_by_node() -> sa.Select[Any]:
+    """The RUNNING runs of the task list ``tasks`` that node ``node`` inserted at database
+    time ``at``, with their task's columns, in due order: built once (building it at every
+    advance was a fifth of :func:`read_started`'s CPU at saturation, 2026-11-29)."""
+    return (
         sa.select(*_RUN_COLUMNS)
-        .join_from(d, t, t.c.id == d.c.task_id)
+        .join_from(d, t, _TASK_OF_RUN)
         .where(
-            in_list(d.c.task_id, sorted({task_id for task_id, _ in fires})),
+            in_named(d.c.task_id, "tasks"),
             d.c.status == str(RunStatus.RUNNING),
-            d.c.node_id == node_id,
-            d.c.create_time == at,
+            d.c.node_id == sa.bindparam("node", type_=d.c.node_id.type),
+            d.c.create_time == sa.bindparam("at", type_=d.c.create_time.type),
         )
         .order_by(d.c.due_time, d.c.id)
     )
-    wanted = set(fires)
-    return [run for run in map(_run, conn.execute(query)) if (run.task_id, run.fire_time) in wanted]
 
 
 @cache
