@@ -4,6 +4,9 @@ Three measurements, each in fresh processes:
 
 - ``import N``: a generated job module of N ``@scheduled`` tasks: seconds to import it
   (its ``.pyc`` compiled beforehand) and the RSS it adds, per task.
+- ``held URL N``: what a node holds per declared task, beyond the user's own function: the
+  RSS of one ``easyjob run`` (restarted, its tasks registered) on a module of N ``@scheduled``
+  tasks, less that of one on the same module with one task and N - 1 plain functions.
 - ``first URL N [NODES] [EVERY]``: ``easyjob run`` of NODES nodes (1) on a job module of N
   tasks, of which EVERY (1) fire every second and the rest never during the trial: seconds
   from starting the processes to the first run of each node, the node's log line saying its
@@ -16,6 +19,7 @@ Usage::
     python -m tests.perf.startup_cost first sqlite:////tmp/s.db 100000
     python -m tests.perf.startup_cost first postgresql+psycopg://u:pw@127.0.0.1:5432/db 100000
     python -m tests.perf.startup_cost first sqlite:////tmp/s4.db 6000 4 6000
+    python -m tests.perf.startup_cost held sqlite:////tmp/h.db 100000
 
 The database must hold no other tasks; ``first`` deletes every easyjob row before its first
 start (not before the restart). The nodes log at ``$STARTUP_LOG_LEVEL`` (default ``INFO``).
@@ -48,10 +52,11 @@ def _first():
 """
 
 
-def write_jobs(folder: Path, tasks: int, every: int) -> str:
+def write_jobs(folder: Path, tasks: int, every: int, *, plain: bool = False) -> str:
     """A job module of *tasks* module-level functions, the first *every* of them firing each
-    second (each notes its process's first run in ``$STARTUP_MARKS``); returns its name."""
-    name = f"startup_jobs_{tasks}_{every}"
+    second (each notes its process's first run in ``$STARTUP_MARKS``); returns its name.
+    With *plain*, only those *every* are tasks: the rest are plain functions."""
+    name = f"startup_jobs_{tasks}_{every}{'_plain' if plain else ''}"
     lines = [
         "import os, time",
         "from easyjob import scheduled",
@@ -61,7 +66,8 @@ def write_jobs(folder: Path, tasks: int, every: int) -> str:
     for i in range(tasks):
         cron = "* * * * * *" if i < every else "0 0 1 1 *"
         body = "_first()" if i < every else "pass"
-        lines.append(f'@scheduled("{cron}")\ndef t{i}(ctx):\n    {body}\n')
+        decorator = "" if plain and i >= every else f'@scheduled("{cron}")\n'
+        lines.append(f"{decorator}def t{i}(ctx):\n    {body}\n")
     (folder / f"{name}.py").write_text("\n".join(lines))
     subprocess.run(
         [sys.executable, "-c", f"import {name}"], cwd=folder, check=True, env=BYTECODE_ENV
@@ -132,7 +138,9 @@ def _seen(log: Path, began: float, later: bool) -> dict[str, float]:
     return seen
 
 
-def _start(url: str, folder: Path, module: str, nodes: int, label: str) -> None:
+def _start(url: str, folder: Path, module: str, nodes: int, label: str) -> list[int]:
+    """Start *nodes* nodes on *module* and print when each ran its first run, started and
+    registered its tasks; returns their RSS (KB) then."""
     marks = folder / f"marks-{label}"
     marks.mkdir()
     path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p)
@@ -185,6 +193,7 @@ def _start(url: str, folder: Path, module: str, nodes: int, label: str) -> None:
             f"registered {seen.get('registered', -1):.2f} s,",
             f"RSS {rss.get(p.pid, 0) / 1024:.0f} MB",
         )
+    return [rss.get(p.pid, 0) for p in procs]
 
 
 def measure_first(url: str, tasks: int, nodes: int, every: int) -> None:
@@ -202,7 +211,33 @@ def measure_first(url: str, tasks: int, nodes: int, every: int) -> None:
         _start(url, folder, module, nodes, "restart")
 
 
+def measure_held(url: str, tasks: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        subprocess.run(
+            [sys.executable, "-m", "easyjob", "init-db", "--db", url],
+            check=False,
+            capture_output=True,
+        )
+        held: dict[bool, int] = {}
+        for plain in (False, True):
+            module = write_jobs(folder, tasks, 1, plain=plain)
+            _clear(url)
+            label = "1 task and plain functions" if plain else "declared"
+            print(f"{url.split(':')[0]}: 1 node, {tasks} functions, {label}")
+            _start(url, folder, module, 1, f"first start {plain}")
+            held[plain] = _start(url, folder, module, 1, f"restart {plain}")[0]
+        per_task = (held[False] - held[True]) * 1024 / (tasks - 1)
+        print(
+            f"held per declared task (restarts' RSS {held[False] / 1024:.0f} MB against "
+            f"{held[True] / 1024:.0f} MB): {per_task:.0f} B"
+        )
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["held"]:
+        measure_held(argv[1], int(argv[2]))
+        return 0
     if argv[:1] == ["import"]:
         measure_import(int(argv[1]))
         return 0
