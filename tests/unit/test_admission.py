@@ -3,6 +3,8 @@ situation a run can be in when a component asks whether it may start."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -223,6 +225,22 @@ def test_a_catalog_round_trips_and_its_digest_ignores_order() -> None:
     assert same.digest == CODE.digest and len(CODE.digest) <= 64
     assert Catalog.from_body(CODE.body()) == CODE
     assert Catalog({"a": "app.jobs:a"}).digest != CODE.digest
+
+
+@pytest.mark.parametrize("size", [0, 1, 999, 1000, 1001, 2500])
+def test_a_catalog_s_body_and_digest_are_those_of_its_whole_json_made_at_once(size: int) -> None:
+    """The body and the digest are made in parts (the digest's temporaries made whole held
+    156 B per task of a node's memory): they are, byte for byte, those of the catalog's
+    whole JSON text (what every release stored and hashed), whatever the number of parts."""
+    tasks = {f"job-\u00e9-{i:05d}": f"app.jobs:f{i}" for i in reversed(range(size))}
+    catalog = Catalog(tasks, frozenset({"app.jobs:report", "app.jobs:a"}))
+    whole = json.dumps(
+        {"tasks": dict(sorted(tasks.items())), "runnable": sorted(catalog.runnable)},
+        separators=(",", ":"),
+    )
+    assert catalog.body() == whole
+    assert catalog.digest == hashlib.sha256(whole.encode()).hexdigest()[:40]
+    assert Catalog.from_body(catalog.body()) == catalog
 
 
 def test_the_planner_owner_is_one_of_the_declaring_nodes() -> None:
