@@ -146,6 +146,11 @@ class TaskStore:
         if dup := sorted(name for name, count in counts.items() if count > 1):
             raise TaskDefinitionError(f"duplicate task name(s): {', '.join(map(repr, dup))}")
         ordered = _parents_first(specs)
+        # the ids of the tasks being registered, by name: a chunk's, and those of the
+        # parents among earlier chunks' (their children's rows name them); the others are
+        # dropped once their chunk is done (kept, 100,000 ids held 3 MB through a
+        # catalogue's registration, in among each chunk's rows)
+        parents = {parent for spec in ordered for parent in spec.parents}
         ids: dict[str, int] = {}
         written = 0
         for start, end in _chunks(len(ordered)):
@@ -171,6 +176,9 @@ class TaskStore:
 
                 written += self._db.write("upsert_tasks", write)
             each({spec.name: ids[spec.name] for spec in chunk})
+            for spec in chunk:
+                if spec.name not in parents:
+                    del ids[spec.name]
         return written
 
     def _upsert(self, conn: sa.Connection, specs: Sequence[TaskSpec], ids: dict[str, int]) -> None:

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from easyjob.core.records import TaskSpec
 from easyjob.store import Store
+from easyjob.store import tasks as tasks_module
 from easyjob.store.parents import parents_of
 from easyjob.store.schema import task_table as t
 from easyjob.store.tasks import _WRITE_CHUNK, SEEN_REFRESH
@@ -161,6 +162,45 @@ def test_a_first_registration_writes_every_column_and_parent(store: Store) -> No
             rows["join"].id: [rows["plain-0"].id, rows["plain-1"].id]
         }
     assert store.tasks.register(specs) == 0
+
+
+def test_children_in_later_chunks_find_their_parents_ids(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Registration keeps the ids of parents only from one chunk to the next (those of
+    100,000 tasks held 3 MB through it): a child, or a join, chunks after its parents still
+    names their ids, found without asking the database, and a second registration writes
+    nothing."""
+    monkeypatch.setattr(tasks_module, "_FIRST_CHUNK", 10)
+    monkeypatch.setattr(tasks_module, "_UPSERT_CHUNK", 20)
+    specs = [TaskSpec(name=f"root-{i}", func=f"tests.jobs:r{i}", cron="@hourly") for i in range(25)]
+    specs += [
+        TaskSpec(name=f"child-{i}", func=f"tests.jobs:c{i}", parent=f"root-{i % 3}")
+        for i in range(30)
+    ]
+    specs.append(TaskSpec(name="join", func="tests.jobs:j", parents=("root-0", "child-29")))
+    lookups: list[str] = []
+
+    def note(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if re.match(r"\s*SELECT\s+\S*id\s+FROM\s+\S*easy_job_task\b", statement, re.I):
+            lookups.append(statement)
+
+    sa.event.listen(store.db.engine, "before_cursor_execute", note)
+    try:
+        assert store.tasks.register(specs) == len(specs)
+    finally:
+        sa.event.remove(store.db.engine, "before_cursor_execute", note)
+    assert lookups == []  # every parent's id was kept from its chunk
+    rows = {row.name: row for row in store.tasks.all()}
+    assert {rows[f"child-{i}"].pid for i in range(30)} == {rows[f"root-{i}"].id for i in range(3)}
+    assert all(rows[f"child-{i}"].pid == rows[f"root-{i % 3}"].id for i in range(30))
+    with store.db.engine.connect() as conn:
+        assert parents_of(conn, [rows["join"].id]) == {
+            rows["join"].id: [rows["root-0"].id, rows["child-29"].id]
+        }
+    with _task_writes(store) as sent:
+        assert store.tasks.register(specs) == 0
+    assert sent == []
 
 
 def test_a_row_another_node_inserts_meanwhile_from_other_code_is_made_this_codes(
