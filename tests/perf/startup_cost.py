@@ -236,6 +236,8 @@ def measure_held(url: str, tasks: int) -> None:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["held"]:
+        if int(argv[2]) < 2:
+            raise SystemExit("held: N must be at least 2 (one task beside N - 1 functions)")
         measure_held(argv[1], int(argv[2]))
         return 0
     if argv[:1] == ["import"]:
