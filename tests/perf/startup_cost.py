@@ -110,6 +110,13 @@ def measure_import(tasks: int) -> None:
         )
 
 
+def _init_db(url: str) -> None:
+    """Create easyjob's tables at *url* if they are missing (``easyjob init-db``)."""
+    subprocess.run(
+        [sys.executable, "-m", "easyjob", "init-db", "--db", url], check=False, capture_output=True
+    )
+
+
 def _clear(url: str) -> None:
     engine = sa.create_engine(url)
     meta = sa.MetaData()
@@ -200,11 +207,7 @@ def measure_first(url: str, tasks: int, nodes: int, every: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         module = write_jobs(folder, tasks, every)
-        subprocess.run(
-            [sys.executable, "-m", "easyjob", "init-db", "--db", url],
-            check=False,
-            capture_output=True,
-        )
+        _init_db(url)
         _clear(url)
         print(f"{url.split(':')[0]}: {nodes} node(s) x {tasks} tasks, {every} firing each second")
         _start(url, folder, module, nodes, "first start")
@@ -214,11 +217,7 @@ def measure_first(url: str, tasks: int, nodes: int, every: int) -> None:
 def measure_held(url: str, tasks: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        subprocess.run(
-            [sys.executable, "-m", "easyjob", "init-db", "--db", url],
-            check=False,
-            capture_output=True,
-        )
+        _init_db(url)
         held: dict[bool, int] = {}
         for plain in (False, True):
             module = write_jobs(folder, tasks, 1, plain=plain)
