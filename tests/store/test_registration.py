@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -66,13 +66,17 @@ _TASK_WRITE = re.compile(
 )
 
 
+#: A read of one task's id by name (what registration asks when it lacks a parent's id).
+_ID_LOOKUP = re.compile(r"\s*SELECT\s+\S*id\s+FROM\s+\S*easy_job_task\b", re.I)
+
+
 @contextmanager
-def _task_writes(store: Store) -> Iterator[list[str]]:
-    """The INSERT, UPDATE and DELETE statements sent on ``easy_job_task`` meanwhile."""
+def _sent(store: Store, pattern: re.Pattern[str]) -> Iterator[list[str]]:
+    """The statements matching *pattern* sent meanwhile."""
     sent: list[str] = []
 
     def note(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if _TASK_WRITE.match(statement):
+        if pattern.match(statement):
             sent.append(statement)
 
     sa.event.listen(store.db.engine, "before_cursor_execute", note)
@@ -80,6 +84,11 @@ def _task_writes(store: Store) -> Iterator[list[str]]:
         yield sent
     finally:
         sa.event.remove(store.db.engine, "before_cursor_execute", note)
+
+
+def _task_writes(store: Store) -> AbstractContextManager[list[str]]:
+    """The INSERT, UPDATE and DELETE statements sent on ``easy_job_task`` meanwhile."""
+    return _sent(store, _TASK_WRITE)
 
 
 def test_an_unchanged_catalogue_is_read_not_written(store: Store) -> None:
@@ -179,17 +188,8 @@ def test_children_in_later_chunks_find_their_parents_ids(
         for i in range(30)
     ]
     specs.append(TaskSpec(name="join", func="tests.jobs:j", parents=("root-0", "child-29")))
-    lookups: list[str] = []
-
-    def note(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if re.match(r"\s*SELECT\s+\S*id\s+FROM\s+\S*easy_job_task\b", statement, re.I):
-            lookups.append(statement)
-
-    sa.event.listen(store.db.engine, "before_cursor_execute", note)
-    try:
+    with _sent(store, _ID_LOOKUP) as lookups:
         assert store.tasks.register(specs) == len(specs)
-    finally:
-        sa.event.remove(store.db.engine, "before_cursor_execute", note)
     assert lookups == []  # every parent's id was kept from its chunk
     rows = {row.name: row for row in store.tasks.all()}
     assert {rows[f"child-{i}"].pid for i in range(30)} == {rows[f"root-{i}"].id for i in range(3)}
