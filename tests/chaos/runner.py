@@ -533,7 +533,7 @@ def sigstop(seconds: float, node_id: str | None = None, task: str = "slow") -> A
             target = node_id
         node = play.nodes[target]
         start = time.time()
-        node.signal(signal.SIGSTOP)
+        node.freeze(play.store.db.gate)
         time.sleep(seconds)
         node.signal(signal.SIGCONT)
         play.faults.add(Fault("sigstop", target, start, time.time()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from easyjob.core.records import HistoryRow
 from easyjob.store import Store
+from easyjob.store.gate import WriteGate
 from easyjob.store.schema import node_table
 
 JOBS = str(Path(__file__).with_name("jobs.py"))
@@ -124,6 +126,31 @@ class NodeProcess:
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
+
+    def freeze(self, gate: WriteGate | None) -> None:
+        """SIGSTOP the node between two of its write transactions (a frozen VM, a long GC
+        pause), and return once every thread of it has stopped.
+
+        On SQLite (*gate*: the file's write gate) a process stopped inside a write transaction
+        keeps the file's write lock, and every node's writes wait for it until it resumes:
+        there is no server to end its silent session, as PostgreSQL and MariaDB do after half
+        the dead threshold. A freeze that lands there tests that limit (documented in
+        docs/reliability.md), not failover; so the node is stopped while this process holds
+        the gate, which every easyjob write transaction takes first.
+        """
+        with gate.held() if gate is not None else contextlib.nullcontext():
+            self.signal(signal.SIGSTOP)
+            wait_until(f"{self.node_id} to stop", self._stopped, 10)
+
+    def _stopped(self) -> bool:
+        """Whether every thread of the node is stopped (state T in /proc)."""
+        states = []
+        for stat in Path(f"/proc/{self.proc.pid}/task").glob("*/stat"):
+            try:
+                states.append(stat.read_text().rpartition(")")[2].split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # the thread ended meanwhile
+        return bool(states) and all(state in ("T", "t") for state in states)
 
     def kill(self) -> None:
         self.signal(signal.SIGKILL)

@@ -216,7 +216,7 @@ def test_fire_once_after_one_node_of_two_was_stopped_20_s(db_url: str, tmp_path:
         cluster.wait_live()
         since = _steady(cluster)
         stopped = cluster.nodes["node-1"]
-        stopped.signal(signal.SIGSTOP)
+        stopped.freeze(cluster.store.db.gate)
         _wait_db_time(cluster, _db_now(cluster) + timedelta(seconds=20))
         stopped.signal(signal.SIGCONT)
         back = _db_now(cluster)

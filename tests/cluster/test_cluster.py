@@ -125,7 +125,7 @@ def test_sigstop_past_the_dead_threshold_is_fenced_and_the_node_recovers(
         cluster.store.tasks.trigger("slow")
         first_id, holder = _slow_run_on(cluster)
         paused = cluster.nodes[holder]
-        paused.signal(signal.SIGSTOP)
+        paused.freeze(cluster.store.db.gate)
         (other,) = [n for n in cluster.nodes if n != holder]
         wait_until(
             "attempt 2 to finish on the other node",
