@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from easyjob.core.pacing import Fates
-from easyjob.core.records import Candidate, Run
+from easyjob.core.records import Candidate, Run, from_values
 from easyjob.core.states import HELD, Misfire, Overlap, RunStatus, TaskStatus, Trigger
 from easyjob.core.strategies import ReadScope
 from easyjob.store.database import Database
@@ -369,66 +369,69 @@ def _run(row: Sequence[Any]) -> Run:
     (grace_ms, trigger_kwargs, origin, shard, target, trigger_priority) = row[18:_RUN_SCHEDULE]
     limits = _RUN_SCHEDULE + len(_SCHEDULE_COLUMNS)
     max_running, shards, priority = row[limits:]
-    return Run(
-        run_id,
-        version,
-        _STATUSES[status],
-        node_id,
-        task_id,
-        name,
-        func,
-        kwargs,
-        fire_time,
-        due_time,
-        attempt,
-        _TRIGGERS[trigger],
-        pid,
-        _OVERLAPS[overlap],
-        retries,
-        retry_delay_ms,
-        timeout_ms,
-        _MISFIRES[misfire],
-        grace_ms,
-        trigger_kwargs,
-        origin,
-        shard,
-        shards,
-        target,
-        max_running,
-        priority,
-        trigger_priority,
-        **_schedule(row[_RUN_SCHEDULE:limits]),
+    values = _schedule(row[_RUN_SCHEDULE:limits])
+    values.update(
+        id=run_id,
+        version=version,
+        status=_STATUSES[status],
+        node_id=node_id,
+        task_id=task_id,
+        task_name=name,
+        func=func,
+        kwargs=kwargs,
+        fire_time=fire_time,
+        due_time=due_time,
+        attempt=attempt,
+        triggered_by=_TRIGGERS[trigger],
+        pid=pid,
+        overlap=_OVERLAPS[overlap],
+        retries=retries,
+        retry_delay_ms=retry_delay_ms,
+        timeout_ms=timeout_ms,
+        misfire=_MISFIRES[misfire],
+        misfire_grace_ms=grace_ms,
+        trigger_kwargs=trigger_kwargs,
+        origin=origin,
+        shard=shard,
+        shards=shards,
+        target_node=target,
+        max_running=max_running,
+        priority=priority,
+        trigger_priority=trigger_priority,
     )
+    return from_values(Run, values)
 
 
 def _candidate(row: Sequence[Any]) -> Candidate:
     """The :class:`Candidate` of a row of :data:`_CANDIDATE_COLUMNS`: built from the row's
-    values by position (the pending read is the node's most frequent; a mapping per row and
-    keyword arguments cost it as much again as reading the row)."""
+    values by position, and without the dataclass's ``__init__`` (see
+    :func:`~easyjob.core.records.from_values`; the pending read is the node's most
+    frequent)."""
     (run_id, task_id, version, fire_time, due_time, name, func, overlap, misfire) = row[:9]
     (grace_ms, origin, shard, target, trigger) = row[9:_CANDIDATE_SCHEDULE]
     limits = _CANDIDATE_SCHEDULE + len(_SCHEDULE_COLUMNS)
     max_running, shards, priority = row[limits:]
-    return Candidate(
-        run_id,
-        task_id,
-        version,
-        fire_time,
-        due_time,
-        name,
-        func,
-        _OVERLAPS[overlap],
-        _MISFIRES[misfire],
-        grace_ms,
-        origin,
-        shard,
-        target,
-        _TRIGGERS[trigger],
-        shards,
-        max_running,
-        priority,
-        **_schedule(row[_CANDIDATE_SCHEDULE:limits]),
+    values = _schedule(row[_CANDIDATE_SCHEDULE:limits])
+    values.update(
+        id=run_id,
+        task_id=task_id,
+        version=version,
+        fire_time=fire_time,
+        due_time=due_time,
+        task_name=name,
+        func=func,
+        overlap=_OVERLAPS[overlap],
+        misfire=_MISFIRES[misfire],
+        misfire_grace_ms=grace_ms,
+        origin=origin,
+        shard=shard,
+        target_node=target,
+        triggered_by=_TRIGGERS[trigger],
+        shards=shards,
+        max_running=max_running,
+        priority=priority,
     )
+    return from_values(Candidate, values)
 
 
 def _schedule(values: Sequence[Any]) -> dict[str, Any]:
