@@ -50,11 +50,9 @@ def from_values(cls: type[R], values: dict[str, Any]) -> R:
     instance stays frozen and compares as one made by ``__init__``."""
     names, defaults = _fields_of(cast(Hashable, cls))
     if len(values) != len(names):
-        if not values.keys() <= names or not names - values.keys() <= defaults.keys():
-            unknown = sorted(values.keys() - names) or sorted(
-                names - values.keys() - defaults.keys()
-            )
-            raise TypeError(f"{cls.__name__}: fields unknown or missing: {', '.join(unknown)}")
+        wrong = (values.keys() - names) | (names - values.keys() - defaults.keys())
+        if wrong:
+            raise TypeError(f"{cls.__name__}: fields unknown or missing: {sorted(wrong)}")
         values = {**defaults, **values}
     record = object.__new__(cls)
     object.__setattr__(record, "__dict__", values)
