@@ -4,7 +4,7 @@ run's row to its record."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
 from functools import cache
@@ -357,92 +357,34 @@ def claimable_by(node_id: str | sa.BindParameter[str]) -> sa.ColumnElement[bool]
     return sa.or_(d.c.target_node.is_(None), d.c.target_node == node_id)
 
 
-#: Where a row's schedule and limit values start (see :func:`_run` and :func:`_candidate`).
-_RUN_SCHEDULE = len(_RUN_COLUMNS) - len(_LIMIT_COLUMNS) - len(_SCHEDULE_COLUMNS)
-_CANDIDATE_SCHEDULE = len(_CANDIDATE_COLUMNS) - len(_LIMIT_COLUMNS) - len(_SCHEDULE_COLUMNS)
+#: The enumeration each column of these names is read as.
+_ENUMS: dict[str, Mapping[str, Any]] = {
+    "status": _STATUSES,
+    "triggered_by": _TRIGGERS,
+    "overlap": _OVERLAPS,
+    "misfire": _MISFIRES,
+}
 
 
-def _run(row: Sequence[Any]) -> Run:
-    """The :class:`Run` of a row of :data:`_RUN_COLUMNS`."""
-    (run_id, version, status, node_id, task_id, name, func, kwargs, fire_time, due_time) = row[:10]
-    (attempt, trigger, pid, overlap, retries, retry_delay_ms, timeout_ms, misfire) = row[10:18]
-    (grace_ms, trigger_kwargs, origin, shard, target, trigger_priority) = row[18:_RUN_SCHEDULE]
-    limits = _RUN_SCHEDULE + len(_SCHEDULE_COLUMNS)
-    max_running, shards, priority = row[limits:]
-    values = _schedule(row[_RUN_SCHEDULE:limits])
-    values.update(
-        id=run_id,
-        version=version,
-        status=_STATUSES[status],
-        node_id=node_id,
-        task_id=task_id,
-        task_name=name,
-        func=func,
-        kwargs=kwargs,
-        fire_time=fire_time,
-        due_time=due_time,
-        attempt=attempt,
-        triggered_by=_TRIGGERS[trigger],
-        pid=pid,
-        overlap=_OVERLAPS[overlap],
-        retries=retries,
-        retry_delay_ms=retry_delay_ms,
-        timeout_ms=timeout_ms,
-        misfire=_MISFIRES[misfire],
-        misfire_grace_ms=grace_ms,
-        trigger_kwargs=trigger_kwargs,
-        origin=origin,
-        shard=shard,
-        shards=shards,
-        target_node=target,
-        max_running=max_running,
-        priority=priority,
-        trigger_priority=trigger_priority,
-    )
-    return from_values(Run, values)
+class _Maker:
+    """Makes the record *cls* of a row of *columns*: each column's value is the field of
+    its name (an enumeration's member where :data:`_ENUMS` names the column), set without
+    the dataclass's ``__init__`` (:func:`~easyjob.core.records.from_values`: the pending
+    read is the node's most frequent, and every run is made once at least)."""
+
+    def __init__(self, cls: type[Any], columns: Sequence[sa.ColumnElement[Any]]) -> None:
+        self._cls = cls
+        self._keys = tuple(str(column.key) for column in columns)
+        self._enums = tuple((key, _ENUMS[key]) for key in self._keys if key in _ENUMS)
+
+    def __call__(self, row: Sequence[Any]) -> Any:
+        values = dict(zip(self._keys, row, strict=True))
+        for key, by_value in self._enums:
+            values[key] = by_value[values[key]]
+        return from_values(self._cls, values)
 
 
-def _candidate(row: Sequence[Any]) -> Candidate:
-    """The :class:`Candidate` of a row of :data:`_CANDIDATE_COLUMNS`: built from the row's
-    values by position, and without the dataclass's ``__init__`` (see
-    :func:`~easyjob.core.records.from_values`; the pending read is the node's most
-    frequent)."""
-    (run_id, task_id, version, fire_time, due_time, name, func, overlap, misfire) = row[:9]
-    (grace_ms, origin, shard, target, trigger) = row[9:_CANDIDATE_SCHEDULE]
-    limits = _CANDIDATE_SCHEDULE + len(_SCHEDULE_COLUMNS)
-    max_running, shards, priority = row[limits:]
-    values = _schedule(row[_CANDIDATE_SCHEDULE:limits])
-    values.update(
-        id=run_id,
-        task_id=task_id,
-        version=version,
-        fire_time=fire_time,
-        due_time=due_time,
-        task_name=name,
-        func=func,
-        overlap=_OVERLAPS[overlap],
-        misfire=_MISFIRES[misfire],
-        misfire_grace_ms=grace_ms,
-        origin=origin,
-        shard=shard,
-        target_node=target,
-        triggered_by=_TRIGGERS[trigger],
-        shards=shards,
-        max_running=max_running,
-        priority=priority,
-    )
-    return from_values(Candidate, values)
-
-
-def _schedule(values: Sequence[Any]) -> dict[str, Any]:
-    """The schedule fields of a record from the values of :data:`_SCHEDULE_COLUMNS`."""
-    cron_expr, tz, every_ms, anchor_time, starts_at, ends_at, jitter_ms = values
-    return {
-        "cron_expr": cron_expr,
-        "tz": tz,
-        "every_ms": every_ms,
-        "anchor_time": anchor_time,
-        "starts_at": starts_at,
-        "ends_at": ends_at,
-        "jitter_ms": jitter_ms,
-    }
+#: The :class:`Run` of a row of :data:`_RUN_COLUMNS`.
+_run: Callable[[Sequence[Any]], Run] = _Maker(Run, _RUN_COLUMNS)
+#: The :class:`Candidate` of a row of :data:`_CANDIDATE_COLUMNS`.
+_candidate: Callable[[Sequence[Any]], Candidate] = _Maker(Candidate, _CANDIDATE_COLUMNS)
