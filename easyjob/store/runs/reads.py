@@ -46,7 +46,7 @@ _LIMIT_COLUMNS = (
 #: A run's task: the join of a run row to its task row.
 _TASK_OF_RUN = t.c.id == d.c.task_id
 
-#: The columns of a :class:`Run`, in its fields' order (see :func:`_run`).
+#: The columns of a :class:`Run`, each named as its field (see :data:`_run`).
 _RUN_COLUMNS = (
     d.c.id,
     d.c.version,
@@ -76,7 +76,7 @@ _RUN_COLUMNS = (
     *_LIMIT_COLUMNS,
 )
 
-#: The columns of a :class:`Candidate`, in its fields' order (see :func:`_candidate`).
+#: The columns of a :class:`Candidate`, each named as its field (see :data:`_candidate`).
 _CANDIDATE_COLUMNS = (
     d.c.id,
     d.c.task_id,
