@@ -21,6 +21,11 @@ Misfire (:func:`misfire`), for a run of a task with a schedule:
 - A run later than its task's misfire grace is MISSED under ``skip``; under ``fire_once``
   it runs once, now.
 - ``catch_up`` runs every fire, oldest first.
+- The latest due fire of a schedule under ``fire_once`` or ``skip`` may start before older
+  runs of its task still PENDING and not read yet (:func:`overtakes`): every older fire of
+  the schedule is superseded by it, so starting it first changes no run's fate. A node back
+  from an outage starts each task's latest fire first and marks the fires written ahead
+  before the outage MISSED after, instead of sweeping them all first.
 - A *manual* run (a trigger) is never missed: it was asked for, and it waits out a pause.
   A *child* run (``parent=``) is missed only under ``skip``, past the grace.
 
@@ -114,6 +119,7 @@ __all__ = [
     "misfire",
     "on_busy",
     "outranked",
+    "overtakes",
     "planner_owner",
     "priority_tiers",
     "run_limit",
@@ -252,6 +258,25 @@ def misfire(run: RunFacts, now: datetime) -> Decision | None:
         Verdict.MISS,
         f"missed: would have started {late.total_seconds():.1f}s late, past its misfire "
         f"grace of {run.grace.total_seconds():g}s (policy {run.misfire.value})",
+    )
+
+
+def overtakes(run: RunFacts, now: datetime) -> bool:
+    """Whether *run* may be claimed before older PENDING runs of its task that have not been
+    read (a backlog in due order: the fires written ahead before an outage, due before the
+    present ones): a fire of its task's schedule (``cron``), due by *now*, under
+    ``fire_once`` or ``skip``. Every older fire of that schedule (and retry or recovery of
+    one) is superseded once it is due (:func:`misfire`; a jitter longer than the schedule's
+    period aside), so starting it first changes no run's fate, only the moment the backlog
+    is marked MISSED. A ``catch_up`` fire keeps
+    due order (its task runs every fire, oldest first), and so do triggers, children,
+    retries and recoveries. An older trigger or child of the same ``serial`` task, which is
+    never superseded, may start after it."""
+    return (
+        run.triggered_by == Trigger.CRON
+        and run.misfire != Misfire.CATCH_UP
+        and run.schedule is not None
+        and run.due_time <= now
     )
 
 

@@ -28,6 +28,7 @@ from easyjob.core.admission import (
     join,
     on_busy,
     outranked,
+    overtakes,
     planner_owner,
     priority_tiers,
     run_limit,
@@ -118,6 +119,44 @@ def test_admission_table(what: str, facts: RunFacts, now: float, verdict: Verdic
     if verdict == MISS:
         assert decision.reason and decision.reason.startswith("missed: ")
         assert f"(policy {facts.misfire.value})" in decision.reason
+
+
+# (what, the run, now in seconds after T0, whether it may be claimed ahead of older runs)
+OVERTAKES = [
+    ("the latest due fire, fire_once", run(1190, ONCE), 1195, True),
+    ("the latest due fire, skip", run(1190, SKIP), 1195, True),
+    ("a fire due this instant", run(1190, ONCE), 1190, True),
+    ("a fire not due yet", run(1190, ONCE), 1189.99, False),
+    ("catch_up keeps its fires' order", run(1190, ALL), 1195, False),
+    ("a trigger", run(1193, ONCE, Trigger.MANUAL), 1195, False),
+    ("a child", run(1190, ONCE, Trigger.PARENT), 1195, False),
+    ("a retry", run(1190, ONCE, Trigger.RETRY), 1195, False),
+    ("a recovery", run(1190, ONCE, Trigger.RECOVERY), 1195, False),
+    ("no schedule", run(1190, ONCE, scheduled=False), 1195, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "facts", "now", "ahead"), OVERTAKES, ids=[t[0] for t in OVERTAKES]
+)
+def test_overtakes_table(what: str, facts: RunFacts, now: float, ahead: bool) -> None:
+    assert overtakes(facts, T0 + now * S) is ahead, what
+
+
+@pytest.mark.parametrize("policy", [ONCE, SKIP])
+@pytest.mark.parametrize("trigger", [Trigger.CRON, Trigger.RETRY, Trigger.RECOVERY])
+def test_a_run_that_overtakes_changes_no_older_fires_fate(
+    policy: Misfire, trigger: Trigger
+) -> None:
+    """Whatever an overtaking fire starts ahead of is missed by the misfire rule anyway: every
+    older fire of its schedule, and every retry or recovery of one, due at any time before
+    it, at every moment from its due time on."""
+    latest = run(1190, policy)
+    for now in (1190, 1190.5, 1195, 1199.99):
+        assert overtakes(latest, T0 + now * S)
+        for fire in range(0, 1190, 10):
+            older = run(fire, policy, trigger, due=fire + 3)
+            assert admit(older, T0 + now * S).verdict == MISS, (fire, now)
 
 
 def test_a_superseded_run_says_so_and_a_late_one_names_its_lateness() -> None:
