@@ -166,14 +166,17 @@ class TaskStore(Protocol):
         share: tuple[int, int] | None = None,
         overdue_before: datetime | None = None,
         behind_before: datetime | None = None,
+        behind_since: datetime | None = None,
     ) -> list[PlanningRow]:
         """At most *limit* ACTIVE tasks whose next fire is by *horizon*, earliest first, but
         those in *exclude*; with *share* ``(rank, size)`` only tasks with ``id mod size ==
         rank`` plus those whose next fire is before *overdue_before*. With *behind_before*,
         not the ``fire_once``/``skip`` tasks *behind*: with a cron fire due before it that
         has not started (PENDING or CLAIMED); they are planned again once it has, so under
-        overload rows are written per run started, not per fire offered. Cost per row
-        returned (plus one index probe per row scanned, with *behind_before*)."""
+        overload rows are written per run started, not per fire offered; with
+        *behind_since*, a fire due since then (the node's start: not the fires an outage
+        left). Cost per row returned (plus one index probe per row scanned, with
+        *behind_before*)."""
         ...
 
     def advance(
@@ -279,12 +282,14 @@ class RunStore(Protocol):
         *,
         node_id: str | None = None,
         scope: ReadScope | None = None,
+        newest: bool = False,
     ) -> list[Candidate]:
         """At most *limit* PENDING runs due by *horizon*, earliest first, of tasks not
         PAUSED and not in *exclude*; with *node_id*, less other nodes' broadcast runs; with
         a *scope* that has a share, only the share's home runs (``id mod nodes = rank``)
-        and the runs due by its ``others_by``. Each candidate carries the version read: the
-        token its claim is checked against."""
+        and the runs due by its ``others_by``; with *newest*, the *limit* due last (the
+        present ahead of a backlog). Each candidate carries the version read: the token its
+        claim is checked against."""
         ...
 
     def miss_pending(self, runs: Mapping[int, tuple[int, str]]) -> set[int]:

@@ -367,6 +367,7 @@ class TaskStore:
         share: tuple[int, int] | None = None,
         overdue_before: datetime | None = None,
         behind_before: datetime | None = None,
+        behind_since: datetime | None = None,
     ) -> list[PlanningRow]:
         """At most *limit* ACTIVE tasks whose ``next_start_time`` <= *horizon*, earliest first,
         but those in *exclude* (task ids: a node advances only the tasks its code has, so
@@ -386,7 +387,10 @@ class TaskStore:
         to miss. Once that run starts (or is MISSED), the task is planned again, and the
         fires due meanwhile are the gap the next fire's row carries (see
         :mod:`easyjob.core.planner`): under overload a node writes rows per run it starts,
-        not per fire it is offered.
+        not per fire it is offered. With *behind_since* too, only a fire due since then
+        counts (the node's start: the fires an outage left PENDING say nothing of what the
+        cluster runs now, and they are superseded by the fire the planner writes, see
+        :func:`easyjob.core.admission.overtakes`).
 
         Cost is O(rows returned): served by the index on (status, next_start_time), and,
         with *behind_before*, one probe per row of the index on (task_id, status).
@@ -395,6 +399,7 @@ class TaskStore:
         query = _due_read(
             bool(exclude),
             behind_before is not None,
+            behind_before is not None and behind_since is not None,
             self._db.dialect == "postgresql",
             share is not None,
             share is not None and overdue_before is not None,
@@ -403,7 +408,7 @@ class TaskStore:
         if exclude:
             params.update(named_list("exclude", exclude))
         if behind_before is not None:
-            params["behind_before"] = behind_before
+            params.update(behind_before=behind_before, behind_since=behind_since)
         if share is not None:
             params.update(rank=share[0], size=share[1], step=self._db.id_step)
             params["overdue_before"] = overdue_before
@@ -615,11 +620,12 @@ class TaskStore:
 
 @cache
 def _due_read(
-    excluding: bool, behind: bool, fenced: bool, shared: bool, overdue: bool
+    excluding: bool, behind: bool, since: bool, fenced: bool, shared: bool, overdue: bool
 ) -> sa.Select[Any]:
     """The planner's due read (see :meth:`TaskStore.due`) in one of its shapes, built once:
     executed with ``horizon`` and ``limit``; when *excluding*, the task list ``exclude``;
-    with *behind*, ``behind_before`` (*fenced*: see :func:`_behind`); when *shared*, the
+    with *behind*, ``behind_before``, and with *since*, ``behind_since`` (*fenced*: see
+    :func:`_behind`); when *shared*, the
     share ``rank`` of ``size`` over ids ``step`` apart, and with *overdue*, any task due
     before ``overdue_before`` too. (Built at each read, its expressions cost more CPU than
     the read itself: 1.7 ms a poll of an idle SQLite node's planner, two thirds of it
@@ -636,7 +642,11 @@ def _due_read(
     if excluding:
         query = query.where(not_in_named(t.c.id, "exclude"))
     if behind:
-        late = _behind(sa.bindparam("behind_before", type_=d.c.due_time.type), fenced)
+        late = _behind(
+            sa.bindparam("behind_before", type_=d.c.due_time.type),
+            sa.bindparam("behind_since", type_=d.c.due_time.type) if since else None,
+            fenced,
+        )
         query = query.where(sa.or_(t.c.misfire == str(Misfire.CATCH_UP), ~late))
     if shared:
         size, rank = (
@@ -651,8 +661,11 @@ def _due_read(
     return query
 
 
-def _behind(before: sa.BindParameter[datetime], fenced: bool) -> sa.Exists:
-    """Whether the task row has a cron fire due before *before* that has not started: a
+def _behind(
+    before: sa.BindParameter[datetime], since: sa.BindParameter[datetime] | None, fenced: bool
+) -> sa.Exists:
+    """Whether the task row has a cron fire due before *before* (and since *since*) that has
+    not started: a
     probe of the index on (task_id, status) per task row. Both other databases would rather
     range over every due run of every task, per task: MariaDB is told the index (and its
     ``exists_to_in`` is off for the same reason, see
@@ -663,12 +676,13 @@ def _behind(before: sa.BindParameter[datetime], fenced: bool) -> sa.Exists:
     when it expects many task rows or dear index reads (150 ms at 150,000 pending runs);
     *fenced* adds ``OFFSET 0``, which keeps it from turning the probe into that (a subquery
     with an OFFSET is not simplified into a hashed or joined form)."""
+    due = unindexed(d.c.due_time)
     probe = (
         sa.select(d.c.id)
         .where(
             d.c.task_id == t.c.id,
             d.c.status.in_([str(RunStatus.PENDING), str(RunStatus.CLAIMED)]),
-            unindexed(d.c.due_time) < before,
+            due < before if since is None else sa.and_(due < before, due >= since),
             d.c.triggered_by == str(Trigger.CRON),
         )
         .with_hint(d, "FORCE INDEX (ix_easy_job_task_detail_task_status)", "mysql")

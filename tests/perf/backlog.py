@@ -110,6 +110,7 @@ def due_read(store: Store, now: datetime) -> Any:
         share=(0, 4),
         overdue_before=now - timedelta(seconds=30),
         behind_before=now - timedelta(seconds=1),
+        behind_since=now - timedelta(minutes=10),  # the node's start
     )
 
 

@@ -170,6 +170,7 @@ def test_the_due_tasks_read_searches_the_due_index(store: Store) -> None:
             share=(0, 2),
             overdue_before=horizon,
             behind_before=horizon,
+            behind_since=horizon - timedelta(days=2),
         ),
     )
     (sent,) = reads
@@ -215,6 +216,9 @@ def _hot_path(store: Store) -> tuple[datetime, dict[str, list[tuple[str, Any]]]]
     # id_hash's: one node's tasks of four, with the overdue
     tasks = ReadScope(Share(4, 1, by_task=True), now - timedelta(seconds=1))
     run("pending task share", lambda: store.runs.pending(horizon, 64, [999_999], scope=tasks))
+    # the present ahead of a backlog (the newest due first), of a share
+    present = lambda: store.runs.pending(now, 64, [999_999], scope=scope, newest=True)  # noqa: E731
+    assert run("pending newest", present), "no run due now: the newest read is not exercised"
     claimed = run("claim", lambda: store.runs.claim("node-a", candidates[:32]))
     started = run("start_many", lambda: store.runs.start_many(claimed[:16], exclusive=()))
     running = [r for r in started.values() if r is not None and not isinstance(r, str)]

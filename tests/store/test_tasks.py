@@ -345,3 +345,27 @@ def test_a_task_whose_due_fire_has_not_started_is_not_planned_further(store: Sto
     # a fire due after behind_before is not behind yet
     before = runs["behind"].due_time - timedelta(seconds=1)
     assert "behind" in {row.name for row in store.tasks.due(far, 10, behind_before=before)}
+
+
+def test_a_task_behind_only_on_fires_due_before_the_planner_started_is_planned(
+    store: Store,
+) -> None:
+    """The planner leaves out a task whose cron fire due before ``behind_before`` has not
+    started (the cluster is behind), but only on fires due since ``behind_since``, its
+    node's start: a fire an outage left PENDING is superseded by the one the planner writes
+    now, and must not hold the task back until a loader has marked it MISSED."""
+    (task,) = store.tasks.upsert([every_second("a")])
+    fire = task.next_start_time
+    assert fire is not None
+    advance = Advance(task.id, task.version, fire + timedelta(seconds=1), (PlannedFire(fire),))
+    assert store.tasks.advance("n", [advance]) == [task.id]
+    horizon, before = fire + timedelta(seconds=100), fire + timedelta(seconds=10)
+
+    def due(since: timedelta | None) -> list[str]:
+        start = None if since is None else fire + since
+        rows = store.tasks.due(horizon, 10, behind_before=before, behind_since=start)
+        return [r.name for r in rows]
+
+    assert due(None) == []  # behind: its fire is due and PENDING
+    assert due(timedelta(seconds=5)) == ["a"]  # the fire was due before the node started
+    assert due(timedelta(0)) == []  # due at the start: it counts

@@ -131,6 +131,7 @@ class RunReads:
         *,
         node_id: str | None = None,
         scope: ReadScope | None = None,
+        newest: bool = False,
     ) -> list[Candidate]:
         """At most *limit* PENDING runs due by *horizon*, earliest first, of tasks not
         PAUSED and not in *exclude* (task ids: the loader's small set of tasks that are
@@ -149,7 +150,11 @@ class RunReads:
         SQLite and MariaDB the index's ties are in id order already (it holds the primary
         key), so the same rows come back; on PostgreSQL, which of several runs due at the
         same instant are cut by *limit* follows their place in the table (in practice the
-        order they were written in)."""
+        order they were written in).
+
+        With *newest*, the *limit* runs due last by *horizon* (still returned earliest
+        first): the present ahead of a backlog (see
+        :func:`easyjob.core.admission.overtakes`), the same index read backwards."""
 
         share = scope.share if scope is not None else None
         others_by = scope.others_by if scope is not None else None
@@ -158,6 +163,7 @@ class RunReads:
             node_id is not None,
             None if share is None else share.by_task,
             others_by is not None,
+            newest,
         )
         params: dict[str, Any] = {"horizon": horizon, "limit": limit, "reader": node_id}
         if exclude:
@@ -309,12 +315,12 @@ def _started_by_node() -> sa.Select[Any]:
 
 @cache
 def _pending_read(
-    excluding: bool, reader: bool, by_task: bool | None, others: bool
+    excluding: bool, reader: bool, by_task: bool | None, others: bool, newest: bool = False
 ) -> sa.Select[Any]:
     """The pending read (see :meth:`RunReads.pending`) in one of its shapes, built once:
     executed with ``horizon`` and ``limit``; when *excluding*, the task list ``exclude``;
     with a *reader*, its node ``reader``; with a share (*by_task* not None), its ``nodes``
-    and ``rank``, and with *others*, ``others_by``."""
+    and ``rank``, and with *others*, ``others_by``; *newest*: the last due first."""
     query = (
         sa.select(*_CANDIDATE_COLUMNS)
         .join_from(d, t, t.c.id == d.c.task_id)
@@ -323,7 +329,7 @@ def _pending_read(
             d.c.due_time <= sa.bindparam("horizon", type_=d.c.due_time.type),
             t.c.status != str(TaskStatus.PAUSED),
         )
-        .order_by(d.c.due_time)
+        .order_by(d.c.due_time.desc() if newest else d.c.due_time)
         .limit(sa.bindparam("limit", type_=sa.Integer()))
     )
     if excluding:
