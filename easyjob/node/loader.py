@@ -6,6 +6,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from easyjob.core.admission import (
     Catalog,
@@ -16,6 +17,7 @@ from easyjob.core.admission import (
     misfire,
     on_busy,
     outranked,
+    overtakes,
     priority_tiers,
     run_limit,
     start_order,
@@ -59,6 +61,16 @@ _FORGET_POLLS = 60
 
 #: How often, at most, the loader tells the log that it marks runs MISSED.
 _TELL_EVERY = timedelta(seconds=60)
+
+
+class _Read(NamedTuple):
+    """A pending read as the loader sifted it (see ``Loader._sift``)."""
+
+    pending: list[Candidate]  # the rows read
+    limit: int  # the read's limit
+    ours: list[Candidate]  # of this node's code, not held here
+    mine: list[Candidate]  # of those, the ones to claim (or miss)
+    new_foreign: bool  # rows of tasks not this node's code were found: read again
 
 
 class Loader(Loop):
@@ -207,9 +219,10 @@ class Loader(Loop):
                 scope=read_scope(self._strategy, view, self._grace),
             )
             mine = [c for c in due if self._mine(c.task_id, c.task_name, c.func, c.origin)]
-            self._miss(mine, now)
+            missed = self._miss(mine, now)
             self._outrank(mine, now)
-            return False
+            # a full read all missed: a backlog (an outage's fires) to sweep on at once
+            return len(due) == self._config.batch and len(missed) == len(due)
         if self._config.claim_mode == "skip_locked":
             won = self._writer.claim_next(horizon, room, self._foreign)
             self.offered += len(won)
@@ -219,25 +232,55 @@ class Loader(Loop):
             self._dispatcher.submit(won)
             return len(won) == room
         view = self._view(now, spare=self._spare)
-        live = list(view.live)
         scope = read_scope(self._strategy, view, self._grace)
         # enough for every live node to take a slice of its own (see _spread), or, reading
         # its own share, for a room of its own and as much stolen; while priorities differ
         # here, a batch at least, to see high runs behind a backlog. While more runs are due
         # than workers free (a burst), only the workers free now can take any: a read for
         # the whole room read the same waiting runs again each round (a minute burst of
-        # 20,000 tasks on 3 nodes: 12 rows read per run)
+        # 20,000 tasks on 3 nodes: 12 rows read per run); not while sweeping a backlog of
+        # runs to miss (see below), which no worker starts
         wanted = room
-        if self._beyond_workers:
+        if self._beyond_workers and self._sweep == 1:
             wanted = min(room, max(1, self._dispatcher.startable(now + CLAIM_LEAD)))
-        limit = 2 * wanted if scope.share is not None else wanted * max(1, len(live))
+        limit = 2 * wanted if scope.share is not None else wanted * max(1, len(view.live))
         if self._ranked:
             limit = max(limit, self._config.batch)
-        limit *= self._sweep
         pending = self._store.runs.pending(
-            horizon, limit, self._foreign, node_id=self._config.node_id, scope=scope
+            horizon, limit * self._sweep, self._foreign, node_id=self._config.node_id, scope=scope
         )
-        known_foreign = len(self._foreign)
+        read = self._sift(pending, limit * self._sweep)
+        missed = self._miss(read.mine, now)
+        full = len(pending) == read.limit and len(missed) == len(pending)
+        self._sweep = min(_MAX_SWEEP, 2 * self._sweep) if full else 1
+        if not missed:
+            return self._take(read, view, room, wanted, now)
+        if not full:
+            return True  # read again: the backlog shrank
+        # a backlog of runs to miss beyond this read, due before the present ones (the fires
+        # written ahead before an outage): the present's fires that may start ahead of it
+        # (see overtakes) are claimed first, newest first, then the sweep goes on (sweeping
+        # 15,000 such fires first took one SQLite node 1.75 s before its first run)
+        present = self._store.runs.pending(
+            now, limit, self._foreign, node_id=self._config.node_id, scope=scope, newest=True
+        )
+        read = self._sift(present, limit, lambda c: overtakes(facts_of(c), now))
+        gone = self._miss(read.mine, now)
+        self._take(
+            read._replace(mine=[c for c in read.mine if c.id not in gone]), view, room, wanted, now
+        )
+        return True
+
+    def _sift(
+        self,
+        pending: list[Candidate],
+        limit: int,
+        admitted: Callable[[Candidate], bool] = lambda c: True,
+    ) -> _Read:
+        """The runs of *pending* (read with *limit*) this node may claim: ``ours`` (its
+        code's, not held here) and of those ``mine`` (not of an exclusive task with a run
+        waiting here, and *admitted*)."""
+        foreign = len(self._foreign)
         held = self._dispatcher.held_ids()
         exclusive = self._dispatcher.exclusive_waiting()
         ours = [
@@ -245,13 +288,13 @@ class Loader(Loop):
             for c in pending
             if self._mine(c.task_id, c.task_name, c.func, c.origin) and c.id not in held
         ]
-        mine = [c for c in ours if c.task_id not in exclusive]
-        missed = self._miss(mine, now)
-        full = len(pending) == limit and missed == len(pending)
-        self._sweep = min(_MAX_SWEEP, 2 * self._sweep) if full else 1
-        if missed:
-            return True  # read again: the backlog shrank
-        mine = _first_per_exclusive_task(mine)
+        mine = [c for c in ours if c.task_id not in exclusive and admitted(c)]
+        return _Read(pending, limit, ours, mine, len(self._foreign) > foreign)
+
+    def _take(self, read: _Read, view: ClusterView, room: int, wanted: int, now: datetime) -> bool:
+        """Claim what the strategy picks of *read*'s runs for this node (at most *room*);
+        True when there may be more to claim at once."""
+        mine = _first_per_exclusive_task(read.mine)
         chosen = self._choose(mine, view)
         self._wants_room = len(chosen) > room
         if steals(self._strategy):
@@ -259,15 +302,16 @@ class Loader(Loop):
             self._spare = has_room_to_spare(home, room, now, self._config.poll)
         if len(chosen) > room and len({c.priority for c in chosen}) > 1:
             self._ranked = True
-        chosen = _spread_by_priority(chosen, room, live, self._config.node_id, now)
+        chosen = _spread_by_priority(chosen, room, list(view.live), self._config.node_id, now)
         if not chosen:
-            self._direct_at = _wake_at(ours, [], now)
-            return len(self._foreign) > known_foreign  # read again without those tasks
+            self._direct_at = _wake_at(read.ours, [], now)
+            return read.new_foreign  # read again without those tasks
         won, tried = self._claim_chosen(chosen, mine, now)
         # runs were left for want of a worker, or the read cut short by the workers found
         # as many as it asked for: more are due behind them
-        self._beyond_workers = bool(self._left.left) or (wanted < room and len(pending) == limit)
-        self._direct_at = _wake_at(ours, won, now)
+        full = len(read.pending) == read.limit
+        self._beyond_workers = bool(self._left.left) or (wanted < room and full)
+        self._direct_at = _wake_at(read.ours, won, now)
         self.offered += tried
         self.lost += tried - len(won)
         self._metrics.claims(len(won), tried - len(won))
@@ -282,7 +326,7 @@ class Loader(Loop):
             return self._left.enough()  # jobs returned since the check: claim at once
         # more at once: a full batch won, or some won from a full read (a backlog: the runs
         # lost to other nodes are theirs, the next read finds others)
-        return len(won) == room or (bool(won) and len(pending) == limit)
+        return len(won) == room or (bool(won) and full)
 
     def _outrank(self, due: list[Candidate], now: datetime) -> None:
         """A node that can claim no more hands back waiting runs for due PENDING runs of
@@ -359,14 +403,15 @@ class Loader(Loop):
             self._dispatcher.submit(won, reserved=startable)
         return won, len(at_once) + len(rest)
 
-    def _miss(self, candidates: list[Candidate], now: datetime) -> int:
+    def _miss(self, candidates: list[Candidate], now: datetime) -> set[int]:
         """Mark MISSED the *candidates* the admission rule misses (see
-        :func:`easyjob.core.admission.misfire`), each with its reason; how many were."""
+        :func:`easyjob.core.admission.misfire`), each with its reason; returns their ids
+        (marked here, or moved on meanwhile: none is to be claimed)."""
         # a run whose fire time is still to come can be neither superseded nor late
         decided = {c: misfire(facts_of(c), now) for c in candidates if c.fire_time < now}
         missed = {c: d.reason or "missed" for c, d in decided.items() if d is not None}
         if not missed:
-            return 0
+            return set()
         won = self._writer.miss_pending({c.id: (c.version, why) for c, why in missed.items()})
         by_task: dict[str, list[Candidate]] = {}
         for c in missed:
@@ -390,7 +435,7 @@ class Loader(Loop):
                 len(by_task),
             )
             self._behind, self._behind_told = 0, now
-        return len(won)
+        return {c.id for c in missed}
 
     @property
     def _grace(self) -> timedelta:

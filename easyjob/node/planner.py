@@ -234,6 +234,7 @@ class Planner(Loop):
             share=share,
             overdue_before=overdue_before,
             behind_before=now - timedelta(seconds=self._config.poll),
+            behind_since=self.started_at,
         )
         if me in live and not uniform:  # nodes declare different tasks: ask per task
             due = [t for t in due if self._owns(t) or _before(t.next_start_time, overdue_before)]
