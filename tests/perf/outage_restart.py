@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.perf.startup_cost import write_jobs
+from tests.perf.startup_cost import _seen, write_jobs
 
 
 def _succeeded(path: Path) -> int:
@@ -32,13 +32,21 @@ def _succeeded(path: Path) -> int:
         return int(conn.execute(query).fetchone()[0])
 
 
-def _run(env: dict[str, str], cwd: str, url: str, module: str, seconds: float, log: Path) -> None:
+def _run(
+    env: dict[str, str], cwd: str, url: str, module: str, seconds: float, log: Path
+) -> tuple[float, float]:
+    """Run a node *seconds*; returns its first run's time after its spawn and after its log
+    said it started (nan: none)."""
     command = [sys.executable, "-P", "-m", "easyjob", "run", module, "--db", url]
     with log.open("w") as out:
+        spawned = time.time()
         proc = subprocess.Popen([*command, "--log-level", "INFO"], env=env, cwd=cwd, stderr=out)
         time.sleep(seconds)
         proc.terminate()
         proc.wait(timeout=60)
+    mark = Path(env["STARTUP_MARKS"]) / str(proc.pid)
+    first = float(mark.read_text()) - spawned if mark.exists() else float("nan")
+    return first, first - _seen(log, spawned, True).get("started", float("nan"))
 
 
 def trial(label: str, tree: str, tasks: int, up: float, down: float, after: float) -> None:
@@ -53,7 +61,7 @@ def trial(label: str, tree: str, tasks: int, up: float, down: float, after: floa
         _run(env, tmp, url, module, up, folder / "before.log")
         before = _succeeded(db)
         time.sleep(down)
-        _run(env, tmp, url, module, after, folder / "after.log")
+        first, after_start = _run(env, tmp, url, module, after, folder / "after.log")
         ran = _succeeded(db) - before
         with sqlite3.connect(db) as conn:
             query = "SELECT status, count(*) FROM easy_job_task_detail GROUP BY status"
@@ -62,7 +70,8 @@ def trial(label: str, tree: str, tasks: int, up: float, down: float, after: floa
         print(
             f"{label}: {tasks} tasks: {before} runs in {up:g} s before, {ran} in the {after:g} s "
             f"after {down:g} s down (at most {tasks * after:.0f}); paced after: {paced}; "
-            f"rows {rows}",
+            f"rows {rows}; first run back {first:.2f} s after spawn, {after_start:.2f} s after "
+            "its start",
             flush=True,
         )
 
