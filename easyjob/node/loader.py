@@ -26,6 +26,7 @@ from easyjob.core.config import NodeConfig
 from easyjob.core.records import Candidate, Run
 from easyjob.core.strategies import (
     ClusterView,
+    ReadScope,
     Strategy,
     has_room_to_spare,
     is_home,
@@ -88,7 +89,10 @@ class Loader(Loop):
     strategy offers more than the room, home runs come first, then the others from an
     offset of this node's own, so that nodes stealing the same runs mostly try different
     ones. A node holds at most one waiting run per exclusive (``serial``/``skip``) task:
-    later fires stay PENDING for now.
+    later fires stay PENDING for now. While a read finds nothing but runs to miss (a
+    backlog: the fires an outage left), the loader reads more at a time and claims the
+    present's runs first, newest first (each task's latest due fire: see
+    :func:`easyjob.core.admission.overtakes`).
 
     In the ``skip_locked`` claim mode this is one locking claim of the next due runs (at most
     the room and the batch), which skips rows other nodes are claiming: no pending read, no
@@ -211,9 +215,10 @@ class Loader(Loop):
         self._wants_room = room <= 0
         if room <= 0:  # nothing to claim; the runs due here must still be missed in time
             view = self._view(now, spare=False, counts=False)  # for the read's scope only
+            limit = self._config.batch * self._sweep
             due = self._store.runs.pending(
                 now,
-                self._config.batch,
+                limit,
                 self._foreign,
                 node_id=self._config.node_id,
                 scope=read_scope(self._strategy, view, self._grace),
@@ -221,8 +226,7 @@ class Loader(Loop):
             mine = [c for c in due if self._mine(c.task_id, c.task_name, c.func, c.origin)]
             missed = self._miss(mine, now)
             self._outrank(mine, now)
-            # a full read all missed: a backlog (an outage's fires) to sweep on at once
-            return len(due) == self._config.batch and len(missed) == len(due)
+            return self._swept(len(due) == limit and len(missed) == len(due))
         if self._config.claim_mode == "skip_locked":
             won = self._writer.claim_next(horizon, room, self._foreign)
             self.offered += len(won)
@@ -246,30 +250,48 @@ class Loader(Loop):
         limit = 2 * wanted if scope.share is not None else wanted * max(1, len(view.live))
         if self._ranked:
             limit = max(limit, self._config.batch)
+        if self._sweep > 1 and self._claim_present(now, view, scope, room, wanted, limit):
+            return True  # a backlog is being swept: the present first, while there is room
         pending = self._store.runs.pending(
             horizon, limit * self._sweep, self._foreign, node_id=self._config.node_id, scope=scope
         )
         read = self._sift(pending, limit * self._sweep)
         missed = self._miss(read.mine, now)
-        full = len(pending) == read.limit and len(missed) == len(pending)
-        self._sweep = min(_MAX_SWEEP, 2 * self._sweep) if full else 1
-        if not missed:
-            return self._take(read, view, room, wanted, now)
-        if not full:
+        if self._swept(len(pending) == read.limit and len(missed) == len(pending)):
+            # a backlog of runs to miss: its present first, then on
+            self._claim_present(now, view, scope, room, wanted, limit)
+            return True
+        if missed:
             return True  # read again: the backlog shrank
-        # a backlog of runs to miss beyond this read, due before the present ones (the fires
-        # written ahead before an outage): the present's fires that may start ahead of it
-        # (see overtakes) are claimed first, newest first, then the sweep goes on (sweeping
-        # 15,000 such fires first took one SQLite node 1.75 s before its first run)
+        return self._take(read, view, room, wanted, now)
+
+    def _swept(self, full: bool) -> bool:
+        """After a read whose runs were all missed (*full*: as many as it asked for), the
+        next read takes twice as many (up to :data:`_MAX_SWEEP` times the usual): a backlog
+        of runs to miss (the fires written ahead before an outage, due before the present
+        ones). Back to the usual after any other read. Returns *full*."""
+        self._sweep = min(_MAX_SWEEP, 2 * self._sweep) if full else 1
+        return full
+
+    def _claim_present(
+        self, now: datetime, view: ClusterView, scope: ReadScope, room: int, wanted: int, limit: int
+    ) -> bool:
+        """While a backlog of runs to miss is swept, claim the runs due by *now* that may
+        start ahead of it (see :func:`easyjob.core.admission.overtakes`; each task's latest
+        fire, read newest first); whether any was claimed. Sweeping 15,000 fires an outage
+        left before claiming took one SQLite node 1.75 s before its first run, and then the
+        present fires of the tasks it had not claimed yet were superseded."""
         present = self._store.runs.pending(
             now, limit, self._foreign, node_id=self._config.node_id, scope=scope, newest=True
         )
         read = self._sift(present, limit, lambda c: overtakes(facts_of(c), now))
         gone = self._miss(read.mine, now)
-        self._take(
-            read._replace(mine=[c for c in read.mine if c.id not in gone]), view, room, wanted, now
-        )
-        return True
+        mine = [c for c in read.mine if c.id not in gone]
+        if not mine:
+            return False
+        offered = self.offered
+        self._take(read._replace(mine=mine), view, room, wanted, now)
+        return self.offered > offered
 
     def _sift(
         self,
