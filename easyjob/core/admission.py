@@ -268,10 +268,9 @@ def overtakes(run: RunFacts, now: datetime) -> bool:
     ``fire_once`` or ``skip``. Every older fire of that schedule (and retry or recovery of
     one) is superseded once it is due (:func:`misfire`; a jitter longer than the schedule's
     period aside), so starting it first changes no run's fate, only the moment the backlog
-    is marked MISSED. A ``catch_up`` fire keeps
-    due order (its task runs every fire, oldest first), and so do triggers, children,
-    retries and recoveries. An older trigger or child of the same ``serial`` task, which is
-    never superseded, may start after it."""
+    is marked MISSED. A ``catch_up`` fire keeps due order (its task runs every fire, oldest
+    first), and so do triggers, children, retries and recoveries. An older trigger or child
+    of the same ``serial`` task, which is never superseded, may start after it."""
     return (
         run.triggered_by == Trigger.CRON
         and run.misfire != Misfire.CATCH_UP
