@@ -10,7 +10,15 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple, Self, TypeVar, cast
 
-from easyjob.core.states import Misfire, NodeStatus, Overlap, RunStatus, TaskStatus, Trigger
+from easyjob.core.states import (
+    Misfire,
+    NodeStatus,
+    Overlap,
+    RunStatus,
+    TaskStatus,
+    Trigger,
+    by_value,
+)
 from easyjob.errors import TaskDefinitionError, shown
 
 if TYPE_CHECKING:
@@ -459,9 +467,9 @@ class PlanningRow:
     def from_row(cls, row: Mapping[Any, Any]) -> Self:
         """From a result row of the class's columns (:func:`dataclasses.fields`)."""
         values = dict(row)
-        values["status"] = TaskStatus(values["status"])
-        values["misfire"] = Misfire(values["misfire"])
-        values["overlap"] = Overlap(values["overlap"])
+        values["status"] = by_value(TaskStatus)[values["status"]]
+        values["misfire"] = by_value(Misfire)[values["misfire"]]
+        values["overlap"] = by_value(Overlap)[values["overlap"]]
         return from_values(cls, values)
 
 

@@ -21,6 +21,8 @@ decides so.
 from __future__ import annotations
 
 from enum import StrEnum
+from functools import cache
+from typing import TypeVar
 
 __all__ = [
     "CANCELLABLE",
@@ -33,6 +35,7 @@ __all__ = [
     "RunStatus",
     "TaskStatus",
     "Trigger",
+    "by_value",
 ]
 
 
@@ -79,6 +82,29 @@ class Overlap(StrEnum):
     SERIAL = "serial"
     SKIP = "skip"
     ALLOW = "allow"
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class _ByValue(dict[str, E]):
+    """Each member of an enumeration by its stored text: a dict lookup costs a fraction of
+    the enumeration's own call, and every row read makes several. A text that names no
+    member raises the enumeration's own ValueError."""
+
+    def __init__(self, enum: type[E]) -> None:
+        super().__init__((str(member), member) for member in enum)
+        self._enum = enum
+
+    def __missing__(self, text: str) -> E:
+        return self._enum(text)
+
+
+@cache
+def by_value(enum: type[E]) -> _ByValue[E]:
+    """*enum*'s members by their stored text (``by_value(RunStatus)["PENDING"]``): how every
+    read turns a stored status or policy into its member."""
+    return _ByValue(enum)
 
 
 #: Runs that a node holds: recovered when that node dies.

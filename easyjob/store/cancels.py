@@ -14,7 +14,7 @@ from collections.abc import Collection
 
 import sqlalchemy as sa
 
-from easyjob.core.states import CANCELLABLE, RunStatus
+from easyjob.core.states import CANCELLABLE, RunStatus, by_value
 from easyjob.core.store_values import Cancelled
 from easyjob.errors import RunNotFoundError
 from easyjob.store.database import Database
@@ -43,7 +43,7 @@ class CancelStore:
                 ).one_or_none()
                 if row is None:
                     raise RunNotFoundError(f"no run with id {run_id!r}")
-                status = RunStatus(row.status)
+                status = by_value(RunStatus)[row.status]
                 if status not in CANCELLABLE:
                     return Cancelled(run_id, status, row.node_id, cancelled=False)
                 done = conn.execute(

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from easyjob.core.records import HistoryRow
-from easyjob.core.states import TERMINAL, RunStatus, Trigger
+from easyjob.core.states import TERMINAL, RunStatus, Trigger, by_value
 from easyjob.core.store_values import Backlog, is_pattern
 from easyjob.store.database import Database
 from easyjob.store.engine import database_time
@@ -212,6 +212,6 @@ _DETAIL = [
 
 def _history(row: sa.RowMapping) -> HistoryRow:
     values = dict(row)
-    values["status"] = RunStatus(values["status"])
-    values["triggered_by"] = Trigger(values["triggered_by"])
+    values["status"] = by_value(RunStatus)[values["status"]]
+    values["triggered_by"] = by_value(Trigger)[values["triggered_by"]]
     return HistoryRow(**values)

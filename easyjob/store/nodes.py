@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from easyjob.core.admission import Catalog
 from easyjob.core.records import NodeRow
-from easyjob.core.states import HELD, NodeStatus, RunStatus
+from easyjob.core.states import HELD, NodeStatus, RunStatus, by_value
 from easyjob.core.store_values import Heartbeat, Members
 from easyjob.errors import NodeIdInUseError
 from easyjob.store.database import Database
@@ -234,7 +234,7 @@ class NodeStore:
             nodes = []
             for row in rows:
                 values = {k: v for k, v in row.items() if k != "db_time"}
-                values["status"] = NodeStatus(values["status"])
+                values["status"] = by_value(NodeStatus)[values["status"]]
                 nodes.append(NodeRow(**values, age=now - values["heartbeat_at"]))
             return now, nodes
 

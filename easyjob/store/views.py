@@ -14,7 +14,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
 from easyjob.core.records import TaskRow
-from easyjob.core.states import TERMINAL, RunStatus, Trigger
+from easyjob.core.states import TERMINAL, RunStatus, Trigger, by_value
 from easyjob.core.store_values import Activity, Bucket, LastOutcome
 from easyjob.store.database import Database
 from easyjob.store.engine import compiled_by, database_time
@@ -88,7 +88,7 @@ class ViewStore:
                 d.c.id.in_(newest.scalar_subquery())
             )
             return {
-                int(row.task_id): LastOutcome(RunStatus(row.status), row.end_time)
+                int(row.task_id): LastOutcome(by_value(RunStatus)[row.status], row.end_time)
                 for row in conn.execute(query)
             }
 

@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from easyjob.core.records import Candidate, PlanningRow, Run, from_values
-from easyjob.core.states import Misfire, Overlap, RunStatus, TaskStatus, Trigger
+from easyjob.core.states import (
+    Misfire,
+    NodeStatus,
+    Overlap,
+    RunStatus,
+    TaskStatus,
+    Trigger,
+    by_value,
+)
 from easyjob.store.runs import reads
 
 T0 = datetime(2026, 11, 29, 6, 0, tzinfo=UTC)
@@ -137,3 +145,12 @@ def test_a_planning_row_from_a_row_is_the_one_init_makes() -> None:
     }
     assert made == PlanningRow(**{**stored, **enums})
     assert made.status is TaskStatus.PAUSED
+
+
+def test_a_stored_text_becomes_its_member_and_an_unknown_one_is_refused_by_its_enum() -> None:
+    for enum in (RunStatus, TaskStatus, NodeStatus, Trigger, Misfire, Overlap):
+        members = by_value(enum)
+        assert members is by_value(enum)  # one table per enumeration
+        assert all(members[str(member)] is member for member in enum)
+    with pytest.raises(ValueError, match="'BOGUS' is not a valid RunStatus"):
+        by_value(RunStatus)["BOGUS"]

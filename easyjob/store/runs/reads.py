@@ -6,15 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
-from enum import StrEnum
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 
 from easyjob.core.pacing import Fates
 from easyjob.core.records import Candidate, Run, from_values
-from easyjob.core.states import HELD, Misfire, Overlap, RunStatus, TaskStatus, Trigger
+from easyjob.core.states import HELD, Misfire, Overlap, RunStatus, TaskStatus, Trigger, by_value
 from easyjob.core.strategies import ReadScope
 from easyjob.store.database import Database
 from easyjob.store.expressions import in_named, named_list, not_in_named, ordinal_of
@@ -95,27 +94,6 @@ _CANDIDATE_COLUMNS = (
     *_SCHEDULE_COLUMNS,
     *_LIMIT_COLUMNS,
 )
-
-E = TypeVar("E", bound=StrEnum)
-
-
-class _ByValue(dict[str, E]):
-    """Each member of an enumeration by its stored text: a dict lookup costs a fraction of
-    the enumeration's own call, and the pending read makes several per row it returns. A
-    text that names no member raises the enumeration's own ValueError."""
-
-    def __init__(self, enum: type[E]) -> None:
-        super().__init__((str(member), member) for member in enum)
-        self._enum = enum
-
-    def __missing__(self, text: str) -> E:
-        return self._enum(text)
-
-
-_TRIGGERS = _ByValue(Trigger)
-_OVERLAPS = _ByValue(Overlap)
-_MISFIRES = _ByValue(Misfire)
-_STATUSES = _ByValue(RunStatus)
 
 
 class RunReads:
@@ -365,10 +343,10 @@ def claimable_by(node_id: str | sa.BindParameter[str]) -> sa.ColumnElement[bool]
 
 #: The enumeration each column of these names is read as.
 _ENUMS: dict[str, Mapping[str, Any]] = {
-    "status": _STATUSES,
-    "triggered_by": _TRIGGERS,
-    "overlap": _OVERLAPS,
-    "misfire": _MISFIRES,
+    "status": by_value(RunStatus),
+    "triggered_by": by_value(Trigger),
+    "overlap": by_value(Overlap),
+    "misfire": by_value(Misfire),
 }
 
 
@@ -385,8 +363,8 @@ class _Maker:
 
     def __call__(self, row: Sequence[Any]) -> Any:
         values = dict(zip(self._keys, row, strict=True))
-        for key, by_value in self._enums:
-            values[key] = by_value[values[key]]
+        for key, members in self._enums:
+            values[key] = members[values[key]]
         return from_values(self._cls, values)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from easyjob.core.records import HeldRun
-from easyjob.core.states import HELD, RunStatus, Trigger
+from easyjob.core.states import HELD, RunStatus, Trigger, by_value
 from easyjob.store.database import Database
 from easyjob.store.engine import database_time
 from easyjob.store.runs.attempts import new_attempt
@@ -214,5 +214,5 @@ def _give_up(
 
 def _held(row: Any) -> HeldRun:
     values = dict(row)
-    values["status"] = RunStatus(values["status"])
+    values["status"] = by_value(RunStatus)[values["status"]]
     return HeldRun(**values)
