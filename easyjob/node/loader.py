@@ -90,9 +90,9 @@ class Loader(Loop):
     offset of this node's own, so that nodes stealing the same runs mostly try different
     ones. A node holds at most one waiting run per exclusive (``serial``/``skip``) task:
     later fires stay PENDING for now. While a read finds nothing but runs to miss (a
-    backlog: the fires an outage left), the loader reads more at a time and claims the
-    present's runs first, newest first (each task's latest due fire: see
-    :func:`easyjob.core.admission.overtakes`).
+    backlog), the loader reads more at a time; when they were due before the node started
+    (the fires an outage left), it claims the present's runs first, newest first (each
+    task's latest due fire: see :func:`easyjob.core.admission.overtakes`).
 
     In the ``skip_locked`` claim mode this is one locking claim of the next due runs (at most
     the room and the batch), which skips rows other nodes are claiming: no pending read, no
@@ -160,6 +160,13 @@ class Loader(Loop):
         #: more runs were due at the last claim than the workers free could start (a
         #: burst): the next read asks only for what the workers free then can start
         self._beyond_workers = False
+        #: Database time when the node started (set by the node): a backlog of runs to miss
+        #: due before it is an outage's, whose present fires are claimed first (see
+        #: _claim_present); a saturated cluster's misses are not (claiming its newest first
+        #: cost 12 % more CPU per run at 4 SQLite nodes x 3,000 every-second tasks)
+        self.started_at: datetime | None = None
+        #: the last read was all runs to miss, due before the node started
+        self._outage = False
 
     def freed(self, children: bool = False, workers: int = 1) -> None:
         """*workers* came free (jobs returned): claim again at once if the last claim was cut
@@ -226,7 +233,7 @@ class Loader(Loop):
             mine = [c for c in due if self._mine(c.task_id, c.task_name, c.func, c.origin)]
             missed = self._miss(mine, now)
             self._outrank(mine, now)
-            return self._swept(len(due) == limit and len(missed) == len(due))
+            return self._swept(due, len(due) == limit and len(missed) == len(due))
         if self._config.claim_mode == "skip_locked":
             won = self._writer.claim_next(horizon, room, self._foreign)
             self.offered += len(won)
@@ -250,27 +257,30 @@ class Loader(Loop):
         limit = 2 * wanted if scope.share is not None else wanted * max(1, len(view.live))
         if self._ranked:
             limit = max(limit, self._config.batch)
-        if self._sweep > 1 and self._claim_present(now, view, scope, room, wanted, limit):
-            return True  # a backlog is being swept: the present first, while there is room
+        if self._outage and self._claim_present(now, view, scope, room, wanted, limit):
+            return True  # an outage's backlog is being swept: the present first
         pending = self._store.runs.pending(
             horizon, limit * self._sweep, self._foreign, node_id=self._config.node_id, scope=scope
         )
         read = self._sift(pending, limit * self._sweep)
         missed = self._miss(read.mine, now)
-        if self._swept(len(pending) == read.limit and len(missed) == len(pending)):
-            # a backlog of runs to miss: its present first, then on
-            self._claim_present(now, view, scope, room, wanted, limit)
+        if self._swept(pending, len(pending) == read.limit and len(missed) == len(pending)):
+            if self._outage:  # an outage's backlog of runs to miss: its present first
+                self._claim_present(now, view, scope, room, wanted, limit)
             return True
         if missed:
             return True  # read again: the backlog shrank
         return self._take(read, view, room, wanted, now)
 
-    def _swept(self, full: bool) -> bool:
-        """After a read whose runs were all missed (*full*: as many as it asked for), the
+    def _swept(self, read: list[Candidate], full: bool) -> bool:
+        """After a *read* whose runs were all missed (*full*: as many as it asked for), the
         next read takes twice as many (up to :data:`_MAX_SWEEP` times the usual): a backlog
-        of runs to miss (the fires written ahead before an outage, due before the present
-        ones). Back to the usual after any other read. Returns *full*."""
+        of runs to miss. It is an outage's (the fires written ahead before it, due before
+        the present ones) when the runs read were due before the node started. Back to the
+        usual after any other read. Returns *full*."""
         self._sweep = min(_MAX_SWEEP, 2 * self._sweep) if full else 1
+        started = self.started_at
+        self._outage = full and bool(read) and started is not None and read[-1].due_time < started
         return full
 
     def _claim_present(

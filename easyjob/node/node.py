@@ -324,8 +324,9 @@ class Node:
         for loop in loops:
             loop.progress = self.health.step
         self.heartbeat.register()  # the catalog first: peers see what this node may run
-        # the pace counts the misses of runs due from now on (see Planner.started_at)
-        self.planner.started_at = self.liveness.db_now()
+        # the pace counts the misses of runs due from now on, and the loader claims the
+        # present first while it sweeps the fires due before (see their started_at)
+        self.planner.started_at = self.loader.started_at = self.liveness.db_now()
         # the planner plans each chunk's fires as soon as it is stored: a first start's
         # tasks waited up to a poll for its next round (4 nodes x 6,000 on SQLite: the first
         # fires written 1.1 s after the first tasks)
