@@ -67,8 +67,7 @@ _TELL_EVERY = timedelta(seconds=60)
 class _Read(NamedTuple):
     """A pending read as the loader sifted it (see ``Loader._sift``)."""
 
-    pending: list[Candidate]  # the rows read
-    limit: int  # the read's limit
+    full: bool  # it returned as many rows as it asked for: more are due behind them
     ours: list[Candidate]  # of this node's code, not held here
     mine: list[Candidate]  # of those, the ones to claim (or miss)
     new_foreign: bool  # rows of tasks not this node's code were found: read again
@@ -264,7 +263,7 @@ class Loader(Loop):
         )
         read = self._sift(pending, limit * self._sweep)
         missed = self._miss(read.mine, now)
-        if self._swept(pending, len(pending) == read.limit and len(missed) == len(pending)):
+        if self._swept(pending, read.full and len(missed) == len(pending)):
             if self._outage:  # an outage's backlog of runs to miss: its present first
                 self._claim_present(now, view, scope, room, wanted, limit)
             return True
@@ -321,7 +320,7 @@ class Loader(Loop):
             if self._mine(c.task_id, c.task_name, c.func, c.origin) and c.id not in held
         ]
         mine = [c for c in ours if c.task_id not in exclusive and admitted(c)]
-        return _Read(pending, limit, ours, mine, len(self._foreign) > foreign)
+        return _Read(len(pending) == limit, ours, mine, len(self._foreign) > foreign)
 
     def _take(self, read: _Read, view: ClusterView, room: int, wanted: int, now: datetime) -> bool:
         """Claim what the strategy picks of *read*'s runs for this node (at most *room*);
@@ -341,8 +340,7 @@ class Loader(Loop):
         won, tried = self._claim_chosen(chosen, mine, now)
         # runs were left for want of a worker, or the read cut short by the workers found
         # as many as it asked for: more are due behind them
-        full = len(read.pending) == read.limit
-        self._beyond_workers = bool(self._left.left) or (wanted < room and full)
+        self._beyond_workers = bool(self._left.left) or (wanted < room and read.full)
         self._direct_at = _wake_at(read.ours, won, now)
         self.offered += tried
         self.lost += tried - len(won)
@@ -358,7 +356,7 @@ class Loader(Loop):
             return self._left.enough()  # jobs returned since the check: claim at once
         # more at once: a full batch won, or some won from a full read (a backlog: the runs
         # lost to other nodes are theirs, the next read finds others)
-        return len(won) == room or (bool(won) and full)
+        return len(won) == room or (bool(won) and read.full)
 
     def _outrank(self, due: list[Candidate], now: datetime) -> None:
         """A node that can claim no more hands back waiting runs for due PENDING runs of

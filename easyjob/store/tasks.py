@@ -625,11 +625,10 @@ def _due_read(
     """The planner's due read (see :meth:`TaskStore.due`) in one of its shapes, built once:
     executed with ``horizon`` and ``limit``; when *excluding*, the task list ``exclude``;
     with *behind*, ``behind_before``, and with *since*, ``behind_since`` (*fenced*: see
-    :func:`_behind`); when *shared*, the
-    share ``rank`` of ``size`` over ids ``step`` apart, and with *overdue*, any task due
-    before ``overdue_before`` too. (Built at each read, its expressions cost more CPU than
-    the read itself: 1.7 ms a poll of an idle SQLite node's planner, two thirds of it
-    building.)"""
+    :func:`_behind`); when *shared*, the share ``rank`` of ``size`` over ids ``step`` apart,
+    and with *overdue*, any task due before ``overdue_before`` too. (Built at each read, its
+    expressions cost more CPU than the read itself: 1.7 ms a poll of an idle SQLite node's
+    planner, two thirds of it building.)"""
     query = (
         sa.select(*_PLANNING)
         .where(
@@ -665,10 +664,9 @@ def _behind(
     before: sa.BindParameter[datetime], since: sa.BindParameter[datetime] | None, fenced: bool
 ) -> sa.Exists:
     """Whether the task row has a cron fire due before *before* (and since *since*) that has
-    not started: a
-    probe of the index on (task_id, status) per task row. Both other databases would rather
-    range over every due run of every task, per task: MariaDB is told the index (and its
-    ``exists_to_in`` is off for the same reason, see
+    not started: a probe of the index on (task_id, status) per task row. Both other
+    databases would rather range over every due run of every task, per task: MariaDB is
+    told the index (and its ``exists_to_in`` is off for the same reason, see
     :func:`easyjob.store.engine.create_engine`); SQLite is kept off the index on
     (status, due_time) by :func:`~easyjob.store.expressions.unindexed` (with 100,000
     pending runs that plan took 10 s a read, this one 2 ms: docs/performance.md). PostgreSQL
