@@ -174,38 +174,48 @@ class RunReads:
         time, by ``end_time``): run (SUCCESS or FAILED), and MISSED after they were written
         (a version past the insert's: a summary row of a gap, written MISSED, is not one),
         of those due from *due_since* on (all with None; see
-        :class:`~easyjob.core.pacing.Fates`). One range of the ``end_time`` index."""
+        :class:`~easyjob.core.pacing.Fates`). One range of the ``end_time`` index: the
+        statuses and due times are counted, not searched (see :func:`_fates_read`)."""
         query = _fates_read(due_since is not None)
         params = {"since": since, "until": until, "due_since": due_since}
 
         def read(conn: sa.Connection) -> Fates:
-            counts = {row[0]: int(row[1]) for row in conn.execute(query, params)}
-            missed = counts.pop(str(RunStatus.MISSED), 0)
-            return Fates(ran=sum(counts.values()), missed=missed)
+            counts = {row[0]: int(row[1] or 0) for row in conn.execute(query, params)}
+            missed = counts.get(str(RunStatus.MISSED), 0)
+            return Fates(ran=sum(counts.get(status, 0) for status in _RAN), missed=missed)
 
         return self._db.read("run_fates", read)
 
 
+#: The statuses of a run that ran (see :meth:`RunReads.fates`).
+_RAN = (str(RunStatus.SUCCESS), str(RunStatus.FAILED))
+
+
 @cache
 def _fates_read(due_bound: bool) -> sa.Select[Any]:
-    """The runs ended (SUCCESS, FAILED, or MISSED after they were written) from ``since``
-    to ``until``, counted by status (only those due from ``due_since`` on, when
-    *due_bound*): built once (a planner reads it about once a poll)."""
-    ended = (str(RunStatus.SUCCESS), str(RunStatus.FAILED), str(RunStatus.MISSED))
+    """The runs ended from ``since`` to ``until`` and written before (version past the
+    insert's), counted by status (only those due from ``due_since`` on, when *due_bound*):
+    built once (a planner reads it about once a poll).
+
+    Only the range of ``end_time`` is in the WHERE: the statuses are told apart by the
+    GROUP BY and the due bound is counted by a CASE, so no database can take the read for
+    a range of ``(status, due_time)``. With the status and due bound searched, SQLite (and
+    PostgreSQL before its first statistics) went by that index: every run ended since the
+    node started, at every read, growing with the node's uptime (issue 25)."""
     end_time = d.c.end_time
-    query = (
-        sa.select(d.c.status, sa.func.count())
+    counted: sa.ColumnElement[Any] = sa.func.count()
+    if due_bound:
+        due_since = sa.bindparam("due_since", type_=d.c.due_time.type)
+        counted = sa.func.sum(sa.case((d.c.due_time >= due_since, 1), else_=0))
+    return (
+        sa.select(d.c.status, counted)
         .where(
             end_time >= sa.bindparam("since", type_=end_time.type),
             end_time < sa.bindparam("until", type_=end_time.type),
-            d.c.status.in_(ended),
             d.c.version > 0,
         )
         .group_by(d.c.status)
     )
-    if due_bound:
-        query = query.where(d.c.due_time >= sa.bindparam("due_since", type_=d.c.due_time.type))
-    return query
 
 
 def _due_order(run: Candidate | Run) -> tuple[datetime, int]:
