@@ -43,11 +43,9 @@ def completing_runs(db: Database, conn: sa.Connection, succeeded: Sequence[Run])
     db.lock_rows(conn, t, {task_id for task_id, _ in fires})
     for (task_id, fire_time), run in fires.items():
         shards, rows = conn.execute(
-            sa.select(sa.func.count(sa.distinct(d.c.shard)), sa.func.count()).where(
-                d.c.task_id == task_id,
-                d.c.fire_time == fire_time,
-                d.c.status == str(RunStatus.SUCCESS),
-            )
+            sa.select(
+                sa.func.count(sa.distinct(_succeeded_shard())), sa.func.count(_success())
+            ).where(d.c.task_id == task_id, d.c.fire_time == fire_time)
         ).one()
         if shards == rows == run.shards:
             done.append(
@@ -168,16 +166,26 @@ def _succeeded(conn: sa.Connection, parents: Sequence[int], fire: datetime) -> f
     """Of *parents* (task ids), those with a SUCCESS row of every shard for *fire*."""
     if not parents:
         return frozenset()
+    done = sa.func.count(sa.distinct(_succeeded_shard()))
     rows = conn.execute(
-        sa.select(d.c.task_id, sa.func.count(sa.distinct(d.c.shard)), sa.func.max(d.c.shards))
-        .where(
-            in_list(d.c.task_id, parents),
-            d.c.fire_time == fire,
-            d.c.status == str(RunStatus.SUCCESS),
-        )
+        sa.select(d.c.task_id, done, sa.func.max(d.c.shards))
+        .where(in_list(d.c.task_id, parents), d.c.fire_time == fire)
         .group_by(d.c.task_id)
     ).all()
     return frozenset(int(task_id) for task_id, done, shards in rows if done >= shards)
+
+
+def _success() -> sa.Case[Any]:
+    """1 for a SUCCESS row, else NULL (counted, not searched: see :func:`_succeeded_shard`)."""
+    return sa.case((d.c.status == str(RunStatus.SUCCESS), 1))
+
+
+def _succeeded_shard() -> sa.Case[Any]:
+    """The shard of a SUCCESS row, else NULL: the reads of one fire's successes search the
+    fire, ``(task_id, fire_time)``, and count its successes. With the status searched too,
+    SQLite went by ``(task_id, status)`` instead: every SUCCESS row the task ever had, at
+    each finish of a sharded fire or of a parent of a join, growing with the history."""
+    return sa.case((d.c.status == str(RunStatus.SUCCESS), d.c.shard))
 
 
 def _made(conn: sa.Connection, child: int, fire: datetime) -> bool:
