@@ -56,6 +56,7 @@ __all__ = [
     "PRIMARY_KEY_HINT",
     "at_named_versions",
     "at_versions",
+    "count_where",
     "in_list",
     "in_named",
     "named_list",
@@ -487,6 +488,15 @@ def ordinal_of(
     rounded to 4 places, which never carries to the next integer for a step under 20,000
     (a quotient's fraction is a multiple of 1 / step)."""
     return column // step
+
+
+def count_where(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
+    """The count of the rows where *condition* holds, as an aggregate: the condition is
+    counted, not searched, so no database can take the read for a range of an index on
+    its columns (for a read that must range over one index and tell its rows apart by
+    another column: :func:`unindexed` disqualifies an index on SQLite alone, and
+    PostgreSQL without statistics chose such an index too)."""
+    return sa.func.count(sa.case((condition, 1)))
 
 
 def unindexed(column: sa.ColumnElement[_T]) -> sa.ColumnElement[_T]:

@@ -16,7 +16,7 @@ from easyjob.core.records import HeldRun, Run
 from easyjob.core.states import RunStatus, TaskStatus, Trigger
 from easyjob.store.database import Database, status_is
 from easyjob.store.engine import db_now
-from easyjob.store.expressions import in_list, in_named, named_list
+from easyjob.store.expressions import count_where, in_list, in_named, named_list
 from easyjob.store.parents import parents_of
 from easyjob.store.schema import task_detail_table, task_parent_table, task_table
 
@@ -25,6 +25,10 @@ __all__ = ["children_of", "completing_runs"]
 d = task_detail_table
 t = task_table
 p = task_parent_table
+
+#: A SUCCESS row: counted, not searched, by the reads of one fire's successes (see
+#: :func:`_succeeded_shard`).
+_SUCCESS = d.c.status == str(RunStatus.SUCCESS)
 
 
 def completing_runs(db: Database, conn: sa.Connection, succeeded: Sequence[Run]) -> list[Run]:
@@ -43,9 +47,9 @@ def completing_runs(db: Database, conn: sa.Connection, succeeded: Sequence[Run])
     db.lock_rows(conn, t, {task_id for task_id, _ in fires})
     for (task_id, fire_time), run in fires.items():
         shards, rows = conn.execute(
-            sa.select(
-                sa.func.count(sa.distinct(_succeeded_shard())), sa.func.count(_success())
-            ).where(d.c.task_id == task_id, d.c.fire_time == fire_time)
+            sa.select(sa.func.count(sa.distinct(_succeeded_shard())), count_where(_SUCCESS)).where(
+                d.c.task_id == task_id, d.c.fire_time == fire_time
+            )
         ).one()
         if shards == rows == run.shards:
             done.append(
@@ -175,17 +179,12 @@ def _succeeded(conn: sa.Connection, parents: Sequence[int], fire: datetime) -> f
     return frozenset(int(task_id) for task_id, done, shards in rows if done >= shards)
 
 
-def _success() -> sa.Case[Any]:
-    """1 for a SUCCESS row, else NULL (counted, not searched: see :func:`_succeeded_shard`)."""
-    return sa.case((d.c.status == str(RunStatus.SUCCESS), 1))
-
-
 def _succeeded_shard() -> sa.Case[Any]:
     """The shard of a SUCCESS row, else NULL: the reads of one fire's successes search the
     fire, ``(task_id, fire_time)``, and count its successes. With the status searched too,
     SQLite went by ``(task_id, status)`` instead: every SUCCESS row the task ever had, at
     each finish of a sharded fire or of a parent of a join, growing with the history."""
-    return sa.case((d.c.status == str(RunStatus.SUCCESS), d.c.shard))
+    return sa.case((_SUCCESS, d.c.shard))
 
 
 def _made(conn: sa.Connection, child: int, fire: datetime) -> bool:

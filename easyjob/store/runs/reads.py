@@ -16,7 +16,7 @@ from easyjob.core.records import Candidate, Run, from_values
 from easyjob.core.states import HELD, Misfire, Overlap, RunStatus, TaskStatus, Trigger, by_value
 from easyjob.core.strategies import ReadScope
 from easyjob.store.database import Database
-from easyjob.store.expressions import in_named, named_list, not_in_named, ordinal_of
+from easyjob.store.expressions import count_where, in_named, named_list, not_in_named, ordinal_of
 from easyjob.store.schema import task_detail_table, task_table
 
 __all__ = ["RunReads", "claimable_by", "read_runs", "read_started", "returned_runs", "won_runs"]
@@ -180,7 +180,7 @@ class RunReads:
         params = {"since": since, "until": until, "due_since": due_since}
 
         def read(conn: sa.Connection) -> Fates:
-            counts = {row[0]: int(row[1] or 0) for row in conn.execute(query, params)}
+            counts = {row[0]: int(row[1]) for row in conn.execute(query, params)}
             missed = counts.get(str(RunStatus.MISSED), 0)
             return Fates(ran=sum(counts.get(status, 0) for status in _RAN), missed=missed)
 
@@ -198,15 +198,15 @@ def _fates_read(due_bound: bool) -> sa.Select[Any]:
     built once (a planner reads it about once a poll).
 
     Only the range of ``end_time`` is in the WHERE: the statuses are told apart by the
-    GROUP BY and the due bound is counted by a CASE, so no database can take the read for
-    a range of ``(status, due_time)``. With the status and due bound searched, SQLite (and
-    PostgreSQL before its first statistics) went by that index: every run ended since the
-    node started, at every read, growing with the node's uptime (issue 25)."""
+    GROUP BY and the due bound is counted (:func:`~easyjob.store.expressions.count_where`),
+    so no database can take the read for a range of ``(status, due_time)``. With the
+    status and due bound searched, SQLite (and PostgreSQL before its first statistics) went
+    by that index: every run ended since the node started, at every read, growing with the
+    node's uptime (issue 25)."""
     end_time = d.c.end_time
     counted: sa.ColumnElement[Any] = sa.func.count()
     if due_bound:
-        due_since = sa.bindparam("due_since", type_=d.c.due_time.type)
-        counted = sa.func.sum(sa.case((d.c.due_time >= due_since, 1), else_=0))
+        counted = count_where(d.c.due_time >= sa.bindparam("due_since", type_=d.c.due_time.type))
     return (
         sa.select(d.c.status, counted)
         .where(
