@@ -22,7 +22,9 @@ it MISSED, which say nothing of what the cluster runs now. While behind:
 - it writes no fire ahead: each advance writes one fire, the one with a chance to start
   (see :func:`easyjob.core.planner.plan_behind`), and the fires passed over meanwhile are
   recorded on that fire's row (its gap: ``missed_from``, ``missed_count``), never a row each;
-- it advances at most :attr:`Pace.rate` tasks per poll, the most overdue first. The rate
+- it advances at most :attr:`Pace.rate` tasks per poll, the most overdue first: at first
+  half the batch, or what its node ran in either of its last two polls if more (the poll
+  with the loss may be a stall; measured, see docs/performance.md). The rate
   halves after a poll whose misses passed :data:`LOSS` of the runs its cluster dealt with
   (and :data:`MIN_MISSES`), at most once per two polls (the fires written before a
   cut are missed in the poll after it) and never below the runs the node ran in the last
@@ -84,6 +86,8 @@ class Pace:
         self._round_at: datetime | None = None
         self._step_at: datetime | None = None
         self._ran_mark = 0
+        #: what the node ran in the round before the last one closed (see _decide)
+        self._ran_before = 0.0
         self._held_back = False  # whether the rate left due tasks unplanned this poll
         #: whether the planner advanced a task in this round, and in the one before
         self._wrote = self._wrote_before = False
@@ -164,6 +168,7 @@ class Pace:
         loss = misses >= MIN_MISSES and misses > LOSS * (misses + fates.ran)
         ran = (succeeded - self._ran_mark) / ((now - self._round_at) / self._poll)
         self._decide(loss, misses == 0, ran)
+        self._ran_before = ran
         self._round_at, self._ran_mark = now, succeeded
         self._held_back = False
         self._wrote_before, self._wrote = self._wrote, False
@@ -174,7 +179,11 @@ class Pace:
             self._calm = 0 if loss else min(QUIET, self._calm + 1)
             if loss:
                 self._behind, self._quiet, self._since_cut = True, 0, 0
-                self.rate = self._batch / 2
+                # never below what the node ran in either of its last two polls: the
+                # one that closes with the loss may be a stall (the misses of a pause
+                # of the machine), and below what it ran every task held back loses
+                # its fires while it could run them
+                self.rate = max(self._batch / 2, ran, self._ran_before)
                 self._tokens = self.rate
                 self.episodes += 1
             return

@@ -155,6 +155,20 @@ def test_a_behind_planner_speeds_up_without_loss_and_leaves_once_nothing_is_held
     assert not pace.behind
 
 
+def test_a_planner_becomes_behind_at_what_its_node_ran_before_the_loss_if_more() -> None:
+    """A node that ran 225 a poll, then a poll of a stall (the machine paused: its fires
+    superseded, 30 runs): it is behind at 225 a poll, not at half the batch (100), which
+    left 125 due tasks a poll losing their fires while it could run them."""
+    pace = _pace()
+    assert pace.allowance(T0, 0, 0) is None
+    for i in range(1, 4):
+        pace.planned(100, held_back=False)
+        assert pace.allowance(T0 + _s(i), 0, 225 * i) is None
+    pace.planned(100, held_back=False)
+    assert pace.allowance(T0 + _s(4), 900, 3 * 225 + 30) == 225  # the stall: loss
+    assert pace.behind and pace.rate == 225
+
+
 def test_a_behind_planner_writes_at_most_twice_what_its_node_runs() -> None:
     pace = _pace()
     pace.planned(100, held_back=False)
@@ -197,7 +211,8 @@ def test_loss_is_the_share_of_the_runs_the_cluster_dealt_with_not_of_what_it_wro
     pace.planned(5, held_back=False)  # wrote 5 fires; the cluster ran 900 and missed 50
     assert pace.allowance(T0 + _s(1), 50, 900) is None and not pace.behind
     pace.planned(5, held_back=False)  # ran 100 and missed 200: two thirds missed
-    assert pace.allowance(T0 + _s(2), 250, 1000) == 100 and pace.behind
+    # behind, at what the node ran in the poll before (900), more than half the batch
+    assert pace.allowance(T0 + _s(2), 250, 1000) == 900 and pace.behind
 
 
 def test_a_few_misses_a_poll_are_not_loss() -> None:
