@@ -27,7 +27,7 @@ t = task_table
 p = task_parent_table
 
 #: A SUCCESS row: counted, not searched, by the reads of one fire's successes (see
-#: :func:`_succeeded_shard`).
+#: :func:`_shards_succeeded`).
 _SUCCESS = d.c.status == str(RunStatus.SUCCESS)
 
 
@@ -47,7 +47,7 @@ def completing_runs(db: Database, conn: sa.Connection, succeeded: Sequence[Run])
     db.lock_rows(conn, t, {task_id for task_id, _ in fires})
     for (task_id, fire_time), run in fires.items():
         shards, rows = conn.execute(
-            sa.select(sa.func.count(sa.distinct(_succeeded_shard())), count_where(_SUCCESS)).where(
+            sa.select(_shards_succeeded(), count_where(_SUCCESS)).where(
                 d.c.task_id == task_id, d.c.fire_time == fire_time
             )
         ).one()
@@ -170,21 +170,21 @@ def _succeeded(conn: sa.Connection, parents: Sequence[int], fire: datetime) -> f
     """Of *parents* (task ids), those with a SUCCESS row of every shard for *fire*."""
     if not parents:
         return frozenset()
-    done = sa.func.count(sa.distinct(_succeeded_shard()))
     rows = conn.execute(
-        sa.select(d.c.task_id, done, sa.func.max(d.c.shards))
+        sa.select(d.c.task_id, _shards_succeeded(), sa.func.max(d.c.shards))
         .where(in_list(d.c.task_id, parents), d.c.fire_time == fire)
         .group_by(d.c.task_id)
     ).all()
     return frozenset(int(task_id) for task_id, done, shards in rows if done >= shards)
 
 
-def _succeeded_shard() -> sa.Case[Any]:
-    """The shard of a SUCCESS row, else NULL: the reads of one fire's successes search the
-    fire, ``(task_id, fire_time)``, and count its successes. With the status searched too,
-    SQLite went by ``(task_id, status)`` instead: every SUCCESS row the task ever had, at
-    each finish of a sharded fire or of a parent of a join, growing with the history."""
-    return sa.case((_SUCCESS, d.c.shard))
+def _shards_succeeded() -> sa.ColumnElement[int]:
+    """The count of the distinct shards with a SUCCESS row: the reads of one fire's
+    successes search the fire, ``(task_id, fire_time)``, and count its successes. With the
+    status searched too, SQLite went by ``(task_id, status)`` instead: every SUCCESS row the
+    task ever had, at each finish of a sharded fire or of a parent of a join, growing with
+    the history."""
+    return sa.func.count(sa.distinct(sa.case((_SUCCESS, d.c.shard))))
 
 
 def _made(conn: sa.Connection, child: int, fire: datetime) -> bool:
