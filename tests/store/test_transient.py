@@ -162,3 +162,35 @@ def test_failed_attempts_are_counted_by_kind(
     _error(lambda: store.db.read("bad", lambda c: c.exec_driver_sql("SELECT * FROM nope")))
     after = store.counters()
     assert after.get("errors.other", 0) - before.get("errors.other", 0) == 2
+
+
+def test_a_table_another_session_is_creating_is_looked_for_again(store: Store) -> None:
+    """MariaDB will not let a transaction that already holds a table wait for one that
+    another session's DDL holds: looking at it (DESCRIBE, SQLAlchemy's ``has_table``) fails
+    at once with 1684. A node's schema check meets it when `easyjob init-db` is creating
+    Alembic's table beside it: transient, so looked for again once the DDL is done."""
+    if store.db.dialect != "mysql":
+        pytest.skip("only MariaDB refuses to wait for another session's DDL")
+    creating = "CREATE TABLE ej_being_created AS SELECT SLEEP(2) AS s"
+    creator = threading.Thread(
+        target=lambda: store.db.write("slow create", lambda c: c.exec_driver_sql(creating))
+    )
+    creator.start()
+    try:
+        sleeping = sa.text(  # the table is held from the statement's start
+            "SELECT COUNT(*) FROM information_schema.processlist "
+            "WHERE info = :sql AND state = 'User sleep'"
+        )
+        while not store.db.read("seen", lambda c: c.scalar(sleeping, {"sql": creating})):
+            assert creator.is_alive(), "the creation ended before it was seen running"
+
+        def look(conn: sa.Connection) -> bool:
+            conn.exec_driver_sql("SELECT COUNT(*) FROM easy_job_meta").scalar()  # holds a table
+            return sa.inspect(conn).has_table("ej_being_created")
+
+        impatient = Database(store.db.engine, retry=RetryPolicy(deadline_s=0))
+        err = _error(lambda: impatient.read("look", look))
+        assert is_transient(err) and error_kind(err) == "lock", repr(err)
+        assert store.db.read("look", look)
+    finally:
+        creator.join()

@@ -20,13 +20,17 @@ _KINDS = {
     **{code: "connection" for code in (1040, 1047, 1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031)},
     1205: "lock",  # lock wait timeout
     1213: "deadlock",
+    1684: "lock",  # a table another session's DDL is changing (see below)
     **{code: "read_only" for code in (1290, 1792, 1836)},
 }
 # 1040 too many connections, 1047 a Galera member that is not serving (out of quorum or
 # not synced: "WSREP has not yet prepared node for application use"), 1053 shutdown in
 # progress, 1290 --read-only, 1792 read-only transaction, 1836 read-only mode, 1927
 # connection killed, 2002/2003 cannot connect, 2006 gone away, 2013/2055 lost connection,
-# 4031 disconnected for inactivity
+# 4031 disconnected for inactivity. 1684: a transaction that already holds a table may not
+# wait for one another session's DDL holds (MariaDB's deadlock avoidance), so looking at it
+# (DESCRIBE, SQLAlchemy's has_table) fails at once: a node's schema check meeting `easyjob
+# init-db` creating Alembic's table. The DDL ends; looking again finds the table.
 _SCHEMA_LOCK_NAME = "easyjob_schema"
 _SCHEMA_LOCK_WAIT_S = 60
 
