@@ -1,4 +1,5 @@
-"""This node's view of its own heartbeat: freshness, stability and database time."""
+"""This node's view of its own heartbeat: freshness, stability, database time and when the
+node started in it."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ class Liveness:
         #: (database time, monotonic time its reply came), the latest last
         self._anchors: deque[tuple[datetime, float]] = deque(maxlen=_RATE_SPAN)
         self._rate = 1.0
+        self._started_at: datetime | None = None
 
     def beat(self, db_time: datetime, sent: datetime, received: datetime) -> None:
         """Record a heartbeat the database accepted at *db_time*, sent and answered at the
@@ -69,6 +71,8 @@ class Liveness:
                 self._rate = min(1.0, max(_MIN_RATE, rate))
             self._last_ok = now
             self._offset = offset
+            if self._started_at is None:
+                self._started_at = db_time
             self._anchors.append((db_time, now))
 
     @property
@@ -76,6 +80,16 @@ class Liveness:
         """Node clock minus database clock (the heartbeat round trip's midpoint)."""
         with self._lock:
             return self._offset
+
+    @property
+    def started_at(self) -> datetime | None:
+        """Database time when this node started: its first heartbeat's, the one that
+        registered it (None before). A run due before it was due while the node was not
+        there: the planner's pace counts the misses of runs due since (a fire an outage
+        left PENDING says nothing of what the cluster runs now), and the loader takes a
+        backlog to miss due before it for an outage's, and claims the present first."""
+        with self._lock:
+            return self._started_at
 
     def db_now(self) -> datetime:
         """A lower bound of the database's current time: a time it reported (in a

@@ -159,12 +159,10 @@ class Loader(Loop):
         #: more runs were due at the last claim than the workers free could start (a
         #: burst): the next read asks only for what the workers free then can start
         self._beyond_workers = False
-        #: Database time when the node started (set by the node): a backlog of runs to miss
-        #: due before it is an outage's, whose present fires are claimed first (see
-        #: _claim_present); a saturated cluster's misses are not (claiming its newest first
-        #: cost 12 % more CPU per run at 4 SQLite nodes x 3,000 every-second tasks)
-        self.started_at: datetime | None = None
-        #: the last read was all runs to miss, due before the node started
+        #: the last read was all runs to miss, due before the node started: an outage's
+        #: backlog, whose present fires are claimed first (see _claim_present); a saturated
+        #: cluster's misses are not (claiming its newest first cost 12 % more CPU per run at
+        #: 4 SQLite nodes x 3,000 every-second tasks)
         self._outage = False
 
     def freed(self, children: bool = False, workers: int = 1) -> None:
@@ -278,7 +276,7 @@ class Loader(Loop):
         the present ones) when the runs read were due before the node started. Back to the
         usual after any other read. Returns *full*."""
         self._sweep = min(_MAX_SWEEP, 2 * self._sweep) if full else 1
-        started = self.started_at
+        started = self._liveness.started_at
         self._outage = full and bool(read) and started is not None and read[-1].due_time < started
         return full
 

@@ -323,10 +323,9 @@ class Node:
         )  # fmt: skip
         for loop in loops:
             loop.progress = self.health.step
-        self.heartbeat.register()  # the catalog first: peers see what this node may run
-        # the pace counts the misses of runs due from now on, and the loader claims the
-        # present first while it sweeps the fires due before (see their started_at)
-        self.planner.started_at = self.loader.started_at = self.liveness.db_now()
+        # the catalog first: peers see what this node may run. Its heartbeat is the node's
+        # start in database time (Liveness.started_at)
+        self.heartbeat.register()
         # the planner plans each chunk's fires as soon as it is stored: a first start's
         # tasks waited up to a poll for its next round (4 nodes x 6,000 on SQLite: the first
         # fires written 1.1 s after the first tasks)
@@ -338,7 +337,7 @@ class Node:
             on_chunk=lambda ids: self.planner.wake(),
         )
         if not background or len(specs) <= SYNC_TASKS:
-            self.registrar.register()  # after the node row: seen_time >= started_at
+            self.registrar.register()  # after the node row: seen_time >= its started_at
         self._recover_predecessor()
         return specs
 

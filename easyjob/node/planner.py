@@ -127,10 +127,6 @@ class Planner(Loop):
         #: due tasks the last poll left for want of a free worker (see _started, freed)
         self._short = LeftForWorkers(config.workers)
         self.pace = Pace(timedelta(seconds=config.poll), config.batch)
-        #: Database time when the node started: the pace counts the misses of runs due
-        #: since (a fire an outage left PENDING says nothing of what the cluster runs now:
-        #: a node restarted after one marks thousands MISSED in its first second).
-        self.started_at: datetime | None = None
         #: What a fire written while behind may wait before its successor is due (see
         #: easyjob.core.planner.plan_behind): half a poll.
         self._margin = timedelta(seconds=config.poll / 2)
@@ -141,7 +137,9 @@ class Planner(Loop):
         now = self._liveness.db_now()
         was_behind = self.pace.behind
         since = self.pace.round_start(now)
-        fates = None if since is None else self._store.runs.fates(since, now, self.started_at)
+        fates = (
+            None if since is None else self._store.runs.fates(since, now, self._liveness.started_at)
+        )
         allowance = self.pace.allowance(now, fates, self._succeeded())
         if self.pace.behind != was_behind:
             self._tell(was_behind)
@@ -234,7 +232,7 @@ class Planner(Loop):
             share=share,
             overdue_before=overdue_before,
             behind_before=now - timedelta(seconds=self._config.poll),
-            behind_since=self.started_at,
+            behind_since=self._liveness.started_at,
         )
         if me in live and not uniform:  # nodes declare different tasks: ask per task
             due = [t for t in due if self._owns(t) or _before(t.next_start_time, overdue_before)]

@@ -96,3 +96,16 @@ def test_where_database_time_is_the_nodes_own_clock_it_is_read_directly() -> Non
     live = Liveness(clock, heartbeat_s=1.0, dead_threshold=timedelta(seconds=3), local=True)
     clock.advance(5.0)
     assert live.db_now() == clock.now()
+
+
+def test_the_node_started_at_its_first_heartbeat_in_database_time_and_stays() -> None:
+    """The one start the planner's pace and the loader's outage backlog both go by: kept
+    through a stall that makes the node measure database time afresh."""
+    clock = FakeClock(DB)
+    live = Liveness(clock, heartbeat_s=1.0, dead_threshold=timedelta(seconds=3))
+    assert live.started_at is None
+    beat(clock, live, skew_s=30)
+    assert live.started_at == DB - timedelta(seconds=30)
+    clock.advance(10.0)  # a stall: no heartbeat for three thresholds
+    beat(clock, live, skew_s=5)
+    assert live.started_at == DB - timedelta(seconds=30)
