@@ -147,7 +147,7 @@ class Planner(Loop):
             horizon = now + timedelta(seconds=self._config.lookahead_s)
             limit = self._config.batch
         elif allowance <= 0:
-            return None  # paced: nothing more this poll
+            return self.pace.refill_s()  # paced: nothing more until the next round
         else:
             horizon, limit = now + self._margin, min(allowance, self._config.batch)
         self._wrote = False

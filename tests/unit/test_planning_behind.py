@@ -169,6 +169,26 @@ def test_a_planner_becomes_behind_at_what_its_node_ran_before_the_loss_if_more()
     assert pace.behind and pace.rate == 225
 
 
+def test_a_behind_planner_advances_an_eighth_of_its_rate_at_least_and_is_told_when() -> None:
+    """Its allowance accrues continuously, and a saturated node wakes its planner at every
+    eighth of its workers freed: each step advanced the few tasks accrued since the last,
+    rounds of about 8 on 4 SQLite nodes x 6,000 tasks, where a round's fixed cost is most of
+    a run's. Now a step advances nothing until an eighth of the rate has accrued, and the
+    planner is told how long that takes (docs/performance.md)."""
+    pace = _pace()
+    pace.planned(100, held_back=False)
+    assert pace.refill_s() is None  # not behind: no rounds
+    pace.allowance(T0, 0)
+    assert pace.allowance(T0 + _s(1), 500) == 100  # behind at 100 a poll
+    pace.planned(100, held_back=True)
+    assert pace.refill_s() == pytest.approx(0.125)  # a round is 12.5, a poll 1 s
+    assert pace.allowance(T0 + _s(1.1), 500) == 0  # 10 accrued: not a round yet
+    assert pace.refill_s() == pytest.approx(0.025)
+    assert pace.allowance(T0 + _s(1.13), 500) == 13
+    pace.planned(13, held_back=True)
+    assert pace.allowance(T0 + _s(1.13), 500) == 0
+
+
 def test_a_behind_planner_writes_at_most_twice_what_its_node_runs() -> None:
     pace = _pace()
     pace.planned(100, held_back=False)
