@@ -22,19 +22,19 @@ it MISSED, which say nothing of what the cluster runs now. While behind:
 - it writes no fire ahead: each advance writes one fire, the one with a chance to start
   (see :func:`easyjob.core.planner.plan_behind`), and the fires passed over meanwhile are
   recorded on that fire's row (its gap: ``missed_from``, ``missed_count``), never a row each;
-- it advances at most :attr:`Pace.rate` tasks per poll, the most overdue first, each step
-  at least 1/:data:`ROUNDS` of it (a write's fixed cost is most of a saturated run's when
-  it starts a handful: see :meth:`Pace.allowance`). The rate is at first half the batch, or what its node ran in either of its last two polls if more (the poll
-  with the loss may be a stall; measured, see docs/performance.md). The rate
-  halves after a poll whose misses passed :data:`LOSS` of the runs its cluster dealt with
-  (and :data:`MIN_MISSES`), at most once per two polls (the fires written before a
-  cut are missed in the poll after it) and never below the runs the node ran in the last
-  poll (what it evidently can run: fires written ahead before it was behind are missed
-  for up to ``plan_ahead`` polls, and would halve it further), and grows after a poll that
-  did not: by a quarter when nothing was missed, by an eighth (at least one) when a little
-  was, up to twice what the node ran in the last poll (plus :data:`MIN_MISSES`). So the fires
-  written follow the runs the cluster starts, not the fires it is offered (as a TCP sender
-  paces on loss).
+- it advances at most :attr:`Pace.rate` tasks per poll, the most overdue first, each step at
+  least 1/:data:`ROUNDS` of it (a write's fixed cost is most of a saturated run's when it
+  starts a handful: see :meth:`Pace.allowance`). The rate is at first half the batch, or
+  what its node ran in either of its last two polls if more (the poll with the loss may be a
+  stall; measured, see docs/performance.md). It halves after a poll whose misses passed
+  :data:`LOSS` of the runs its cluster dealt with (and :data:`MIN_MISSES`), at most once per
+  two polls (the fires written before a cut are missed in the poll after it) and never below
+  the runs the node ran in the last poll (what it evidently can run: fires written ahead
+  before it was behind are missed for up to ``plan_ahead`` polls, and would halve it
+  further), and grows after a poll that did not: by a quarter when nothing was missed, by an
+  eighth (at least one) when a little was, up to twice what the node ran in the last poll
+  (plus :data:`MIN_MISSES`). So the fires written follow the runs the cluster starts, not
+  the fires it is offered (as a TCP sender paces on loss).
 
 A planner writes no fire ahead of the look-ahead (``plan_ahead``) before its first
 :data:`QUIET` polls have passed without loss (:attr:`Pace.settled`): a node that has just
